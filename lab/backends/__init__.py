@@ -1,0 +1,104 @@
+"""The narrow driver interface every design implements, and the registry of designs.
+
+In the spirit of OpenMessaging Benchmark's driver API: a ``Backend`` starts the design's
+server nodes in a world and hands out ``QueueClient``s; a client can put, get, ack and
+release — nothing else. Each design's folder holds its core (no I/O: only the Runtime),
+its wire front ends, its clients and this adapter.
+
+How a client reports outcomes, which the runner turns into sample outcomes:
+returning is ``ok``; raising ``Rejected`` or ``Unreachable`` (or ``RemoteError``) is a
+definite ``fail``; any other exception — a timeout above all — is ``info``: the
+operation may or may not have happened.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar, Mapping
+
+from lab.runtime import Runtime, World
+
+# name -> "module:Class"; imported on first use so one design's dependencies
+# never slow down or break another's.
+REGISTRY: dict[str, str] = {
+    "ideal": "lab.backends.ideal.driver:IdealBackend",
+}
+
+
+class Rejected(Exception):
+    """The backend definitely refused the operation (full queue, bad request, ...)."""
+
+
+class UnknownBackend(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A message a consumer got; ``token`` is what ack/release need (None if auto-acked)."""
+
+    queue: str
+    body: bytes
+    token: Any = None
+
+
+class QueueClient(ABC):
+    """One producer's or consumer's connection to the design."""
+
+    @abstractmethod
+    async def put(self, queue: str, body: bytes) -> None: ...
+
+    @abstractmethod
+    async def get(self, queue: str, wait: float) -> Delivery | None:
+        """The next message, waiting up to ``wait`` seconds; None if there is none."""
+
+    async def ack(self, delivery: Delivery) -> None:
+        raise Rejected(f"{type(self).__name__} has no reliable reads")
+
+    async def release(self, delivery: Delivery) -> None:
+        raise Rejected(f"{type(self).__name__} has no reliable reads")
+
+    async def close(self) -> None:
+        pass
+
+
+class Backend(ABC):
+    """A design, started in a world: its server nodes and a factory of clients."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    worlds: ClassVar[tuple[str, ...]] = ("sim", "live")
+    #: what the design promises, shown by ``lab backends``: delivery, order, durability...
+    promises: ClassVar[Mapping[str, str]] = {}
+
+    def __init__(self, world: World, options: Mapping[str, Any] | None = None):
+        if world.kind not in self.worlds:
+            raise UnknownBackend(f"backend {self.name!r} does not run in the {world.kind} world")
+        self.world = world
+        self.options = dict(options or {})
+
+    @property
+    @abstractmethod
+    def server_nodes(self) -> list[str]:
+        """The names of the nodes this design runs on (fault targets)."""
+
+    @abstractmethod
+    async def start(self) -> None: ...
+
+    @abstractmethod
+    def client(self, rt: Runtime, reliable: bool) -> QueueClient:
+        """A client on node ``rt``; ``reliable``: gets open a message that ack/release close."""
+
+    async def stop(self) -> None:
+        pass
+
+
+def backend_class(name: str) -> type[Backend]:
+    """The Backend class registered as ``name``."""
+    target = REGISTRY.get(name)
+    if target is None:
+        raise UnknownBackend(f"unknown backend {name!r} (registered: {', '.join(sorted(REGISTRY))})")
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)

@@ -1,0 +1,1 @@
+"""`ideal`: an in-memory FIFO with reliable reads, the control row of every comparison."""

@@ -1,0 +1,58 @@
+"""The ideal backend's adapter: one server node running the core, clients that call it.
+
+Both worlds use the Runtime's network: simulated links in the sim world, loopback TCP
+between in-process nodes in the live world — so the live row shows the floor that a
+Python TCP round trip puts under every design.
+"""
+
+from __future__ import annotations
+
+from lab.backends import Backend, Delivery, QueueClient, Rejected
+from lab.backends.ideal.core import Ack, Get, IdealQueue, Item, Put, Release
+from lab.runtime import Runtime
+
+SERVER = "ideal-0"
+
+
+class IdealClient(QueueClient):
+    def __init__(self, rt: Runtime, server: str, reliable: bool, timeout: float):
+        self.rt = rt
+        self.server = server
+        self.reliable = reliable
+        self.timeout = timeout
+
+    async def put(self, queue: str, body: bytes) -> None:
+        await self.rt.net.call(self.server, Put(queue, body), self.timeout)
+
+    async def get(self, queue: str, wait: float) -> Delivery | None:
+        item: Item | None = await self.rt.net.call(self.server, Get(queue, wait, self.reliable), wait + self.timeout)
+        if item is None:
+            return None
+        return Delivery(queue, item.body, item.xid)
+
+    async def ack(self, delivery: Delivery) -> None:
+        if not await self.rt.net.call(self.server, Ack(delivery.token), self.timeout):
+            raise Rejected(f"ack of unknown xid {delivery.token}")
+
+    async def release(self, delivery: Delivery) -> None:
+        if not await self.rt.net.call(self.server, Release(delivery.token), self.timeout):
+            raise Rejected(f"release of unknown xid {delivery.token}")
+
+
+class IdealBackend(Backend):
+    name = "ideal"
+    summary = "in-memory FIFO with reliable reads: the control row (no disk, no replicas)"
+    promises = {"delivery": "exactly-once while up", "order": "FIFO", "durability": "none (memory)"}
+
+    @property
+    def server_nodes(self) -> list[str]:
+        return [SERVER]
+
+    async def start(self) -> None:
+        async def boot(rt: Runtime) -> None:
+            await rt.net.serve(IdealQueue(rt).handle)
+
+        await self.world.start(SERVER, boot)
+
+    def client(self, rt: Runtime, reliable: bool) -> IdealClient:
+        return IdealClient(rt, SERVER, reliable, float(self.options.get("timeout", 1.0)))

@@ -1,0 +1,207 @@
+"""Samples: the row schema every run writes, the recorder, and the log-bucket histogram.
+
+One operation is one sample row (schema in DESIGN.md): who did what, when it started,
+how long it took and how it ended. Runs in either world, and Locust, write this schema
+to Parquet; the checker and the Spark pipeline read it back.
+
+``LogHistogram`` is the quick, mergeable latency summary: DDSketch's logarithmic
+buckets, so any quantile it returns is within 1 % of a value in that bucket's range
+(relative error ``ALPHA``), histograms add bucket by bucket, and they serialise to a
+small JSON-able dict. ``bucket_index`` is the one mapping from a latency to its bucket;
+the Spark pipeline uses the same formula so their counts agree.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+OPS = ("put", "get", "ack", "release")
+OUTCOMES = ("ok", "fail", "info")  # info: outcome unknown (timeout), as in Jepsen
+PHASES = ("warmup", "steady", "fault", "heal", "drain")
+
+SAMPLE_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("world", pa.string()),
+        ("backend", pa.string()),
+        ("scenario", pa.string()),
+        ("node", pa.string()),
+        ("client", pa.string()),
+        ("op", pa.string()),
+        ("queue", pa.string()),
+        ("msg_id", pa.string()),  # "<producer>:<seq>"; null for an empty get
+        ("t_start_ns", pa.int64()),
+        ("latency_ns", pa.int64()),
+        ("outcome", pa.string()),
+        ("error", pa.string()),
+        ("bytes", pa.int64()),
+        ("phase", pa.string()),
+    ]
+)
+
+_PER_RUN = ("run_id", "world", "backend", "scenario")
+_PER_ROW = ("node", "client", "op", "queue", "msg_id", "t_start_ns", "latency_ns", "outcome", "error", "bytes", "phase")
+
+
+class Recorder:
+    """Collects the samples of one run, column by column (cheap on the hot path)."""
+
+    def __init__(self, run_id: str, world: str, backend: str, scenario: str):
+        self.run = {"run_id": run_id, "world": world, "backend": backend, "scenario": scenario}
+        self.columns: dict[str, list] = {name: [] for name in _PER_ROW}
+        self._append = [self.columns[name].append for name in _PER_ROW]
+
+    def record(
+        self,
+        node: str,
+        client: str,
+        op: str,
+        queue: str,
+        msg_id: str | None,
+        t_start_ns: int,
+        latency_ns: int,
+        outcome: str,
+        error: str | None,
+        nbytes: int,
+        phase: str,
+    ) -> None:
+        values = (node, client, op, queue, msg_id, t_start_ns, latency_ns, outcome, error, nbytes, phase)
+        for append, value in zip(self._append, values):
+            append(value)
+
+    def __len__(self) -> int:
+        return len(self.columns["op"])
+
+    def table(self) -> pa.Table:
+        n = len(self)
+        arrays = []
+        for field in SAMPLE_SCHEMA:
+            if field.name in _PER_RUN:
+                arrays.append(pa.array([self.run[field.name]] * n, field.type))
+            else:
+                arrays.append(pa.array(self.columns[field.name], field.type))
+        return pa.Table.from_arrays(arrays, schema=SAMPLE_SCHEMA)
+
+
+def write_samples(table: pa.Table, path: str | Path) -> None:
+    pq.write_table(table, path, compression="zstd")
+
+
+def read_samples(path: str | Path) -> pa.Table:
+    """Samples of a run directory (its samples.parquet) or of one Parquet file."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "samples.parquet"
+    if not path.exists():
+        raise FileNotFoundError(f"no samples at {path}")
+    return pq.read_table(path, schema=SAMPLE_SCHEMA)
+
+
+# ------------------------------------------------------------------ log-bucket histogram
+
+ALPHA = 0.01  # the relative error of any quantile
+GAMMA = (1 + ALPHA) / (1 - ALPHA)
+LOG_GAMMA = math.log(GAMMA)
+
+
+def bucket_index(value: float) -> int:
+    """The bucket of a positive value: bucket i holds (GAMMA**(i-1), GAMMA**i]."""
+    return math.ceil(math.log(value) / LOG_GAMMA)
+
+
+def bucket_value(index: int) -> float:
+    """The value that represents bucket ``index`` within ``ALPHA`` of anything in it."""
+    return 2.0 * GAMMA**index / (GAMMA + 1.0)
+
+
+class LogHistogram:
+    """A mergeable histogram of non-negative values with 1 % relative error."""
+
+    __slots__ = ("counts", "zeros", "count", "min", "max")
+
+    def __init__(self) -> None:
+        self.counts: dict[int, int] = {}
+        self.zeros = 0
+        self.count = 0
+        self.min = math.inf
+        self.max = -math.inf
+
+    def add(self, value: float, n: int = 1) -> None:
+        if value < 0:
+            raise ValueError(f"histogram values must be >= 0, got {value}")
+        if value == 0:
+            self.zeros += n
+        else:
+            i = bucket_index(value)
+            self.counts[i] = self.counts.get(i, 0) + n
+        self.count += n
+        self.min = min(self.min, value)
+        self.max = max(self.max, value)
+
+    def add_many(self, values: Iterable[float] | np.ndarray) -> None:
+        values = np.asarray(values, dtype=np.float64)
+        if values.size == 0:
+            return
+        if (values < 0).any():
+            raise ValueError("histogram values must be >= 0")
+        positive = values[values > 0]
+        self.zeros += int(values.size - positive.size)
+        if positive.size:
+            idx, n = np.unique(np.ceil(np.log(positive) / LOG_GAMMA).astype(np.int64), return_counts=True)
+            for i, c in zip(idx.tolist(), n.tolist()):
+                self.counts[i] = self.counts.get(i, 0) + c
+        self.count += int(values.size)
+        self.min = min(self.min, float(values.min()))
+        self.max = max(self.max, float(values.max()))
+
+    def merge(self, other: "LogHistogram") -> "LogHistogram":
+        for i, c in other.counts.items():
+            self.counts[i] = self.counts.get(i, 0) + c
+        self.zeros += other.zeros
+        self.count += other.count
+        self.min = min(self.min, other.min)
+        self.max = max(self.max, other.max)
+        return self
+
+    def quantile(self, q: float) -> float:
+        """The value at quantile ``q`` (0..1); NaN when empty."""
+        if not 0 <= q <= 1:
+            raise ValueError(f"quantile must be within [0, 1], got {q}")
+        if self.count == 0:
+            return math.nan
+        rank = q * (self.count - 1)
+        seen = self.zeros
+        if rank < seen:
+            return 0.0
+        for i in sorted(self.counts):
+            seen += self.counts[i]
+            if seen > rank:
+                return min(max(bucket_value(i), self.min), self.max)
+        return self.max
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "alpha": ALPHA,
+            "zeros": self.zeros,
+            "min": None if self.count == 0 else self.min,
+            "max": None if self.count == 0 else self.max,
+            "buckets": {str(i): c for i, c in sorted(self.counts.items())},
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "LogHistogram":
+        if data.get("alpha") != ALPHA:
+            raise ValueError(f"histogram was made with alpha={data.get('alpha')}, this code uses {ALPHA}")
+        h = cls()
+        h.counts = {int(i): int(c) for i, c in data["buckets"].items()}
+        h.zeros = int(data["zeros"])
+        h.count = h.zeros + sum(h.counts.values())
+        if h.count:
+            h.min, h.max = float(data["min"]), float(data["max"])
+        return h

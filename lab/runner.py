@@ -1,0 +1,358 @@
+"""The runner: one workload against one backend in one world, every operation recorded.
+
+It starts the design's nodes, one node per producer (``p0``, ``p1``...) and per consumer
+(``c0``...), runs the load for the workload's duration or message count while the
+nemesis (sim world) applies the fault schedule, heals everything, drains every queue,
+and writes the run directory:
+
+    results/runs/<run_id>/samples.parquet   one row per operation (lab.record schema)
+    results/runs/<run_id>/manifest.json     workload, backend, world, seed, versions,
+                                            machine, timings, checker verdict, summary
+
+Producers follow OMB's rate limiter: intended send times at a fixed interval; a
+producer that falls behind sends at once until it catches up (rate 0: closed loop).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import secrets
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from lab import message
+from lab.backends import Backend, Delivery, QueueClient, Rejected, backend_class
+from lab.checker import Verdict, check
+from lab.paths import runs_dir
+from lab.record import Recorder, write_samples
+from lab.runtime import Cancelled, RemoteError, Runtime, Unreachable, World
+from lab.summary import summarize
+from lab.workload import Workload, WorkloadError
+
+POLL_WAIT = 0.1  # seconds a consumer's get waits for a message
+RETRY_PAUSE = 0.01  # seconds a client backs off after a failed operation
+DRAIN_LIMIT = 30.0  # seconds the final drain may take before the run gives up on it
+PROGRESS_STEP = 0.25  # seconds (of the world's clock) between progress updates
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    run_dir: Path
+    workload: Workload
+    backend: str
+    world: str
+    seed: int
+    verdict: Verdict
+    summary: dict[str, Any]
+    samples: int
+    wall_seconds: float
+    world_seconds: float
+
+    @property
+    def samples_path(self) -> Path:
+        return self.run_dir / "samples.parquet"
+
+
+class _State:
+    """What producers, consumers, the nemesis and the progress bar share."""
+
+    def __init__(self, t0: int, warmup_ns: int):
+        self.t0 = t0
+        self.warmup_end = t0 + warmup_ns
+        self.draining = False
+        self.nemesis = None
+        self.puts = 0
+
+    def phase(self, now_ns: int) -> str:
+        if self.draining:
+            return "drain"
+        if now_ns < self.warmup_end:
+            return "warmup"
+        if self.nemesis is not None:
+            if self.nemesis.faulted:
+                return "fault"
+            if self.nemesis.healed:
+                return "heal"
+        return "steady"
+
+
+def make_world(kind: str, seed: int, workload: Workload | None = None, root: Path | None = None) -> World:
+    if kind == "sim":
+        from models.world import SimConfig, SimWorld
+
+        config = SimConfig.from_spec(workload.sim) if workload is not None and workload.sim else None
+        return SimWorld(seed, config)
+    if kind == "live":
+        from lab.runtime import LiveWorld
+
+        return LiveWorld(seed, root)
+    raise ValueError(f"unknown world {kind!r} (sim or live)")
+
+
+def run(
+    workload: Workload,
+    backend: str,
+    world: str = "sim",
+    seed: int | None = None,
+    out: str | Path | None = None,
+    progress: bool = True,
+    options: dict[str, Any] | None = None,
+) -> RunResult:
+    """Run ``workload`` against ``backend`` in ``world``; write and return the results."""
+    seed = workload.seed if seed is None else seed
+    workload = workload.with_seed(seed)
+    cls = backend_class(backend)
+    if world not in cls.worlds:
+        raise WorkloadError(f"backend {backend!r} runs in the {' and '.join(cls.worlds)} world(s), not {world!r}")
+    if workload.faults and world != "sim":
+        raise WorkloadError(f"{workload.source}: fault schedules run in the sim world only (use --world sim)")
+
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    run_id = f"{stamp}-{workload.name}-{backend}-{world}-s{seed}-{secrets.token_hex(2)}"
+    run_dir = Path(out) if out is not None else runs_dir() / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+    the_world = make_world(world, seed, workload)
+    recorder = Recorder(run_id, world, backend, workload.name)
+    wall_start = time.perf_counter()
+    world_seconds = the_world.run(
+        lambda control: _main(control, the_world, cls(the_world, options), workload, recorder, progress)
+    )
+    wall_seconds = time.perf_counter() - wall_start
+
+    table = recorder.table()
+    write_samples(table, run_dir / "samples.parquet")
+    verdict = check(table)
+    summary = summarize(table)
+    result = RunResult(run_id, run_dir, workload, backend, world, seed, verdict, summary,
+                       table.num_rows, wall_seconds, world_seconds)
+    _write_manifest(result, the_world)
+    return result
+
+
+async def _main(control: Runtime, world: World, backend: Backend, workload: Workload,
+                recorder: Recorder, progress: bool) -> float:
+    await backend.start()
+    t0 = control.now_ns()
+    state = _State(t0, round(workload.warmup * 1e9))
+    reliable = workload.reliable
+    queues = [f"q{i}" for i in range(workload.queues)]
+
+    producer_nodes = [f"p{i}" for i in range(workload.producers)]
+    consumer_nodes = [f"c{i}" for i in range(workload.consumers)]
+    if workload.faults:
+        from models.nemesis import Nemesis
+
+        state.nemesis = Nemesis(world, backend.server_nodes, producer_nodes + consumer_nodes)
+        for name in producer_nodes + consumer_nodes:
+            world.node(name)  # so that faults can name them before they first send
+        state.nemesis.start(control, workload.faults)
+
+    rate_each = workload.rate / workload.producers if workload.rate else 0.0
+    stop_at = t0 + round((workload.warmup + workload.duration) * 1e9) if workload.duration else None
+    quotas = _split(workload.messages, workload.producers) if workload.messages else [None] * workload.producers
+
+    producers = []
+    for i, name in enumerate(producer_nodes):
+        rt = world.node(name)
+        client = backend.client(rt, reliable)
+        producers.append(rt.spawn(_produce(rt, client, name, queues[i % len(queues)], workload.message_size,
+                                           rate_each, stop_at, quotas[i], recorder, state), name=name))
+    consumers = []
+    for i, name in enumerate(consumer_nodes):
+        rt = world.node(name)
+        client = backend.client(rt, reliable)
+        # Consumer i reads queues i, i+C, ...; with more consumers than queues, they share.
+        mine = queues[i::workload.consumers] or [queues[i % len(queues)]]
+        consumers.append(rt.spawn(_consume(rt, client, name, mine, reliable, recorder, state), name=name))
+
+    bar = _progress_bar(workload, world.kind) if progress else None
+    ticker = control.spawn(_tick(control, bar, state, workload)) if bar is not None else None
+    for task in producers:
+        await task
+    if state.nemesis is not None:
+        state.nemesis.heal_all()
+    state.draining = True
+    for task in consumers:
+        await task
+    if ticker is not None:
+        ticker.cancel()
+        bar.close()
+    await backend.stop()
+    return (control.now_ns() - t0) / 1e9
+
+
+def _split(total: int, parts: int) -> list[int]:
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+def _outcome(error: BaseException) -> str:
+    """fail when the operation certainly did not happen; info when it may have."""
+    return "fail" if isinstance(error, (Rejected, Unreachable, RemoteError)) else "info"
+
+
+def _error_text(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"[:200]
+
+
+async def _produce(rt: Runtime, client: QueueClient, name: str, queue: str, size: int, rate: float,
+                   stop_at: int | None, quota: int | None, recorder: Recorder, state: _State) -> None:
+    interval = round(1e9 / rate) if rate else 0
+    intended = rt.now_ns()
+    seq = 0
+    while quota is None or seq < quota:
+        if interval:
+            now = rt.now_ns()
+            if intended > now:
+                await rt.sleep((intended - now) / 1e9)
+        start = rt.now_ns()
+        if stop_at is not None and (intended if interval else start) >= stop_at:
+            break
+        intended += interval
+        msg_id = message.message_id(name, seq)
+        body = message.encode(msg_id, start, size)
+        outcome, error = "ok", None
+        try:
+            await client.put(queue, body)
+        except Cancelled:
+            raise
+        except Exception as e:
+            outcome, error = _outcome(e), _error_text(e)
+        end = rt.now_ns()
+        recorder.record(rt.node, name, "put", queue, msg_id, start, end - start, outcome, error, len(body), state.phase(start))
+        state.puts += 1
+        seq += 1
+        if outcome != "ok" and end == start:
+            await rt.sleep(RETRY_PAUSE)  # an instant failure must not spin the clock in place
+    await client.close()
+
+
+async def _consume(rt: Runtime, client: QueueClient, name: str, queues: list[str], reliable: bool,
+                   recorder: Recorder, state: _State) -> None:
+    empty_in_drain: set[str] = set()
+    drain_deadline: int | None = None
+    turn = 0
+    while True:
+        queue = queues[turn % len(queues)]
+        turn += 1
+        start = rt.now_ns()
+        draining = state.draining
+        if draining:
+            drain_deadline = drain_deadline or start + round(DRAIN_LIMIT * 1e9)
+            if start >= drain_deadline:
+                break
+        phase = state.phase(start)
+        try:
+            delivery = await client.get(queue, POLL_WAIT)
+        except Cancelled:
+            raise
+        except Exception as e:
+            end = rt.now_ns()
+            recorder.record(rt.node, name, "get", queue, None, start, end - start, _outcome(e), _error_text(e), 0, phase)
+            await rt.sleep(RETRY_PAUSE)
+            continue
+        end = rt.now_ns()
+        if delivery is None:
+            recorder.record(rt.node, name, "get", queue, None, start, end - start, "fail", "empty", 0, phase)
+            if draining:
+                empty_in_drain.add(queue)
+                if len(empty_in_drain) == len(queues):
+                    break
+            continue
+        empty_in_drain.discard(queue)
+        msg_id, _ = message.decode(delivery.body)
+        recorder.record(rt.node, name, "get", queue, msg_id, start, end - start, "ok", None, len(delivery.body), phase)
+        if reliable:
+            await _ack(rt, client, name, delivery, msg_id, recorder, state)
+    await client.close()
+
+
+async def _ack(rt: Runtime, client: QueueClient, name: str, delivery: Delivery, msg_id: str,
+               recorder: Recorder, state: _State) -> None:
+    start = rt.now_ns()
+    outcome, error = "ok", None
+    try:
+        await client.ack(delivery)
+    except Cancelled:
+        raise
+    except Exception as e:
+        outcome, error = _outcome(e), _error_text(e)
+    end = rt.now_ns()
+    recorder.record(rt.node, name, "ack", delivery.queue, msg_id, start, end - start, outcome, error, 0, state.phase(start))
+
+
+def _progress_bar(workload: Workload, world: str):
+    from tqdm import tqdm
+
+    if workload.messages:
+        return tqdm(total=workload.messages, unit="msg", desc=f"{workload.name} ({world})", delay=2, leave=False)
+    total = workload.warmup + workload.duration
+    return tqdm(total=round(total, 2), unit="s", desc=f"{workload.name} ({world} time)", delay=2, leave=False,
+                bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:.1f} s [{elapsed}<{remaining}]")
+
+
+async def _tick(rt: Runtime, bar, state: _State, workload: Workload) -> None:
+    while True:
+        await rt.sleep(PROGRESS_STEP)
+        if workload.messages:
+            bar.n = state.puts
+        else:
+            bar.n = min(bar.total, (rt.now_ns() - state.t0) / 1e9)
+        bar.refresh()
+
+
+def _versions() -> dict[str, str]:
+    versions = {"python": sys.version.split()[0]}
+    for package in ("queue-lab", "simpy", "numpy", "pandas", "pyarrow", "pyspark", "locust", "uvloop"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            pass
+    return versions
+
+
+def _write_manifest(result: RunResult, world: World) -> None:
+    workload = dataclasses.asdict(result.workload)
+    manifest = {
+        "run_id": result.run_id,
+        "workload": workload,
+        "backend": result.backend,
+        "world": result.world,
+        "seed": result.seed,
+        "samples": result.samples,
+        "wall_seconds": round(result.wall_seconds, 3),
+        "world_seconds": round(result.world_seconds, 6),
+        "verdict": result.verdict.to_dict(),
+        "summary": result.summary,
+        "versions": _versions(),
+        "machine": {
+            "platform": platform.platform(),
+            "machine": platform.machine(),
+            "cpus": os.cpu_count(),
+            "python": platform.python_implementation(),
+        },
+    }
+    net = getattr(world, "net", None)
+    if world.kind == "sim" and net is not None:
+        manifest["network"] = {"delivered": net.delivered, "dropped": dict(sorted(net.dropped.items()))}
+    (result.run_dir / "manifest.json").write_text(json.dumps(_plain(manifest), indent=2, allow_nan=False) + "\n")
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready: NaN becomes null, tuples lists."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and value != value:
+        return None
+    return value

@@ -1,0 +1,104 @@
+"""Quick summaries of one run: per-op counts, throughput, latency percentiles, end to end.
+
+This is the one-screen view that ``lab run`` prints and ``manifest.json`` keeps,
+computed in-process from the run's samples with the log-bucket histogram. The Spark
+pipeline (``lab.aggregate``) is the big, many-run version of the same numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lab.record import LogHistogram
+
+PERCENTILES = {"p50": 0.50, "p99": 0.99, "p999": 0.999}
+MEASURED_PHASES = ("steady", "fault", "heal")  # not warm-up, not the final drain
+
+
+def summarize(samples: pa.Table) -> dict[str, Any]:
+    """``{op: {count, ok, fail, info, ops_per_s, p50_ns, p99_ns, p999_ns}}`` plus ``e2e``."""
+    ops = samples.column("op")
+    outcome = samples.column("outcome")
+    measured = pc.is_in(samples.column("phase"), pa.array(MEASURED_PHASES))
+    result: dict[str, Any] = {}
+    for op in ("put", "get", "ack", "release"):
+        rows = samples.filter(pc.equal(ops, op))
+        if rows.num_rows == 0:
+            continue
+        ok = rows.filter(pc.equal(rows.column("outcome"), "ok"))
+        if op == "get":  # a get that found nothing is not a delivery
+            ok = ok.filter(pc.is_valid(ok.column("msg_id")))
+        entry: dict[str, Any] = {
+            "count": rows.num_rows,
+            "ok": ok.num_rows,
+            "fail": int(pc.sum(pc.equal(rows.column("outcome"), "fail")).as_py() or 0),
+            "info": int(pc.sum(pc.equal(rows.column("outcome"), "info")).as_py() or 0),
+        }
+        entry["ops_per_s"] = _throughput(samples.filter(pc.and_(pc.and_(pc.equal(ops, op), pc.equal(outcome, "ok")), measured)), op)
+        entry.update(_percentiles(ok.column("latency_ns").to_numpy()))
+        result[op] = entry
+    e2e = end_to_end_ns(samples)
+    if e2e.size:
+        result["e2e"] = {"count": int(e2e.size), **_percentiles(e2e)}
+    return result
+
+
+def end_to_end_ns(samples: pa.Table) -> np.ndarray:
+    """Put start to delivery, for every ok get of a message whose put is in the run."""
+    ops = samples.column("op")
+    puts = samples.filter(pc.equal(ops, "put"))
+    put_start = dict(zip(puts.column("msg_id").to_pylist(), puts.column("t_start_ns").to_pylist()))
+    gets = samples.filter(pc.and_(pc.equal(ops, "get"), pc.equal(samples.column("outcome"), "ok")))
+    done = pc.add(gets.column("t_start_ns"), gets.column("latency_ns")).to_pylist()
+    values = [d - put_start[m] for m, d in zip(gets.column("msg_id").to_pylist(), done) if m in put_start]
+    return np.asarray(values, dtype=np.int64)
+
+
+def _percentiles(latencies: np.ndarray) -> dict[str, float]:
+    h = LogHistogram()
+    h.add_many(latencies)
+    out = {f"{name}_ns": h.quantile(q) for name, q in PERCENTILES.items()}
+    out["max_ns"] = h.max if h.count else float("nan")
+    return out
+
+
+def _throughput(rows: pa.Table, op: str) -> float:
+    """Ok operations per second over the span they cover."""
+    if rows.num_rows < 2:
+        return float("nan")
+    if op == "get":
+        rows = rows.filter(pc.is_valid(rows.column("msg_id")))
+        if rows.num_rows < 2:
+            return float("nan")
+    start = pc.min(rows.column("t_start_ns")).as_py()
+    end = pc.max(pc.add(rows.column("t_start_ns"), rows.column("latency_ns"))).as_py()
+    return rows.num_rows / ((end - start) / 1e9) if end > start else float("nan")
+
+
+def format_ns(ns: float) -> str:
+    """A latency for people: 850 ns, 12.3 µs, 4.56 ms, 1.20 s."""
+    if ns != ns:  # NaN
+        return "-"
+    if ns < 1_000:
+        return f"{ns:.0f} ns"
+    if ns < 1_000_000:
+        return f"{ns / 1e3:.3g} µs"
+    if ns < 1_000_000_000:
+        return f"{ns / 1e6:.3g} ms"
+    return f"{ns / 1e9:.3g} s"
+
+
+def format_table(summary: dict[str, Any]) -> str:
+    lines = [f"{'op':<8}{'count':>9}{'ok':>9}{'fail':>7}{'info':>7}{'ok/s':>10}{'p50':>11}{'p99':>11}{'p99.9':>11}{'max':>11}"]
+    for op, s in summary.items():
+        rate = s.get("ops_per_s", float("nan"))
+        lines.append(
+            f"{op:<8}{s['count']:>9}{s.get('ok', s['count']):>9}{s.get('fail', 0):>7}{s.get('info', 0):>7}"
+            f"{'-' if rate != rate else f'{rate:,.0f}':>10}"
+            f"{format_ns(s['p50_ns']):>11}{format_ns(s['p99_ns']):>11}{format_ns(s['p999_ns']):>11}{format_ns(s['max_ns']):>11}"
+        )
+    return "\n".join(lines)

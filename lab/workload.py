@@ -1,0 +1,221 @@
+"""Workload files (YAML), in the spirit of OpenMessaging Benchmark: one file, one scenario.
+
+    name: steady-1p1c          # required
+    queues: 1                  # queues the producers spread over
+    producers: 1
+    consumers: 1
+    message_size: 100          # bytes per message body
+    rate: 1000                 # messages/s in total; 0 = as fast as possible (closed loop)
+    duration: 5                # seconds of load after warm-up ... or
+    messages: 10000            # ... a total number of messages (exactly one of the two)
+    ack: auto                  # auto: a get removes the message; reliable: get, then ack
+    warmup: 1                  # seconds at the start whose samples are marked "warmup"
+    seed: 42                   # the run's seed (the CLI's --seed overrides it)
+    faults: []                 # a fault schedule (sim world), see FaultSpec
+    sim: {}                    # optional sim-world physics: latency, loss, fifo_links, fsync
+
+A bad file is a ``WorkloadError`` that names the file, the field and the problem.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+FAULT_KINDS = ("partition", "pause", "crash", "disk-delay", "loss")
+PARTITION_MODES = ("isolate", "one-way-in", "one-way-out")
+ACK_MODES = ("auto", "reliable")
+
+
+class WorkloadError(ValueError):
+    """A workload file or field that cannot be used; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    """One entry of a fault schedule.
+
+    at: seconds from the start of the run; duration: seconds until it heals (a crashed
+    node restarts then); target: "servers", "server" (one, chosen by the seed),
+    "clients", or a list of node names. Kind-specific: partition ``mode`` (isolate the
+    targets from every other node, or cut only messages into / out of them); crash
+    ``tear`` (a torn last write survives); disk-delay ``ms`` added to every fsync;
+    loss ``p``, the probability that any message is dropped.
+    """
+
+    fault: str
+    at: float
+    duration: float
+    target: tuple[str, ...] = ("servers",)
+    mode: str = "isolate"
+    tear: bool = False
+    ms: float = 0.0
+    p: float = 0.0
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    queues: int = 1
+    producers: int = 1
+    consumers: int = 1
+    message_size: int = 100
+    rate: float = 0.0
+    duration: float | None = None
+    messages: int | None = None
+    ack: str = "auto"
+    warmup: float = 0.0
+    seed: int = 0
+    faults: tuple[FaultSpec, ...] = ()
+    sim: dict[str, Any] = field(default_factory=dict)
+    source: str = "<workload>"
+
+    @property
+    def reliable(self) -> bool:
+        return self.ack == "reliable"
+
+    def with_seed(self, seed: int) -> "Workload":
+        from dataclasses import replace
+
+        return replace(self, seed=seed)
+
+
+_FIELDS = ("name", "queues", "producers", "consumers", "message_size", "rate", "duration",
+           "messages", "ack", "warmup", "seed", "faults", "sim")
+_FAULT_FIELDS = ("fault", "at", "duration", "target", "mode", "tear", "ms", "p")
+_SIM_FIELDS = ("latency", "loss", "fifo_links", "fsync")
+
+
+def load_workload(path: str | Path) -> Workload:
+    """Read and validate a workload file."""
+    path = Path(path)
+    if not path.exists():
+        raise WorkloadError(f"{path}: no such workload file")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise WorkloadError(f"{path}: not valid YAML: {e}".replace("\n", " ")) from None
+    return parse_workload(data, str(path))
+
+
+def parse_workload(data: Any, source: str = "<workload>") -> Workload:
+    """Validate a workload given as a mapping (the parsed YAML)."""
+
+    def fail(name: str, problem: str) -> WorkloadError:
+        return WorkloadError(f"{source}: field '{name}': {problem}")
+
+    if not isinstance(data, dict):
+        raise WorkloadError(f"{source}: a workload is a mapping of fields, got {type(data).__name__}")
+    unknown = sorted(set(map(str, data)) - set(_FIELDS))
+    if unknown:
+        raise fail(unknown[0], f"unknown field (known: {', '.join(_FIELDS)})")
+
+    name = data.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise fail("name", "required, a non-empty string")
+    if any(c in name for c in "/\\") or name.startswith("."):
+        raise fail("name", f"must not contain path separators, got {name!r}")
+
+    def integer(key: str, default: int | None, minimum: int) -> int | None:
+        value = data.get(key, default)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise fail(key, f"must be a whole number >= {minimum}, got {value!r}")
+        return value
+
+    def number(key: str, default: float | None, minimum: float, positive: bool = False) -> float | None:
+        value = data.get(key, default)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise fail(key, f"must be a number, got {value!r}")
+        if value < minimum or (positive and value == 0):
+            raise fail(key, f"must be {'>' if positive else '>='} {minimum}, got {value!r}")
+        return float(value)
+
+    duration = number("duration", None, 0, positive=True)
+    messages = integer("messages", None, 1)
+    if (duration is None) == (messages is None):
+        raise fail("duration", "give exactly one of 'duration' (seconds) or 'messages' (a count)")
+    ack = data.get("ack", "auto")
+    if ack not in ACK_MODES:
+        raise fail("ack", f"must be one of {', '.join(ACK_MODES)}, got {ack!r}")
+    seed = data.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise fail("seed", f"must be a whole number, got {seed!r}")
+
+    sim = data.get("sim") or {}
+    if not isinstance(sim, dict):
+        raise fail("sim", f"must be a mapping, got {type(sim).__name__}")
+    unknown_sim = sorted(set(map(str, sim)) - set(_SIM_FIELDS))
+    if unknown_sim:
+        raise fail(f"sim.{unknown_sim[0]}", f"unknown field (known: {', '.join(_SIM_FIELDS)})")
+
+    workload = Workload(
+        name=name,
+        queues=integer("queues", 1, 1),
+        producers=integer("producers", 1, 1),
+        consumers=integer("consumers", 1, 1),
+        message_size=integer("message_size", 100, 1),
+        rate=number("rate", 0.0, 0),
+        duration=duration,
+        messages=messages,
+        ack=ack,
+        warmup=number("warmup", 0.0, 0),
+        seed=seed,
+        faults=_parse_faults(data.get("faults") or [], fail),
+        sim=dict(sim),
+        source=source,
+    )
+    if workload.sim:
+        try:
+            from models.world import SimConfig
+
+            SimConfig.from_spec(workload.sim)
+        except ValueError as e:
+            raise fail("sim", str(e)) from None
+    return workload
+
+
+def _parse_faults(entries: Any, fail) -> tuple[FaultSpec, ...]:
+    if not isinstance(entries, list):
+        raise fail("faults", f"must be a list of fault entries, got {type(entries).__name__}")
+    faults = []
+    for i, entry in enumerate(entries):
+        where = f"faults[{i}]"
+        if not isinstance(entry, dict):
+            raise fail(where, "each fault is a mapping with at least 'fault', 'at' and 'duration'")
+        unknown = sorted(set(map(str, entry)) - set(_FAULT_FIELDS))
+        if unknown:
+            raise fail(f"{where}.{unknown[0]}", f"unknown field (known: {', '.join(_FAULT_FIELDS)})")
+        kind = entry.get("fault")
+        if kind not in FAULT_KINDS:
+            raise fail(f"{where}.fault", f"must be one of {', '.join(FAULT_KINDS)}, got {kind!r}")
+        for key in ("at", "duration"):
+            value = entry.get(key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise fail(f"{where}.{key}", f"required, a number of seconds >= 0, got {value!r}")
+        target = entry.get("target", "servers")
+        targets = (target,) if isinstance(target, str) else target
+        if not isinstance(targets, (list, tuple)) or not targets or not all(isinstance(t, str) and t for t in targets):
+            raise fail(f"{where}.target", f"'servers', 'server', 'clients' or a list of node names, got {target!r}")
+        mode = entry.get("mode", "isolate")
+        if mode not in PARTITION_MODES:
+            raise fail(f"{where}.mode", f"must be one of {', '.join(PARTITION_MODES)}, got {mode!r}")
+        tear = entry.get("tear", False)
+        if not isinstance(tear, bool):
+            raise fail(f"{where}.tear", f"must be true or false, got {tear!r}")
+        ms = entry.get("ms", 0.0)
+        if kind == "disk-delay" and (isinstance(ms, bool) or not isinstance(ms, (int, float)) or not ms > 0):
+            raise fail(f"{where}.ms", f"a disk-delay needs 'ms' > 0 (added to every fsync), got {ms!r}")
+        p = entry.get("p", 0.0)
+        if kind == "loss" and (isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p <= 1):
+            raise fail(f"{where}.p", f"a loss fault needs a probability 'p' in (0, 1], got {p!r}")
+        faults.append(FaultSpec(fault=kind, at=float(entry["at"]), duration=float(entry["duration"]),
+                                target=tuple(targets), mode=mode, tear=tear, ms=float(ms), p=float(p)))
+    return tuple(sorted(faults, key=lambda f: f.at))

@@ -1,0 +1,1 @@
+"""The simulated world: the Runtime port on SimPy, its network and disks, and fault schedules."""

@@ -1,0 +1,28 @@
+"""How simulated time meets ``async def`` code: integer-nanosecond time and ``Await``.
+
+``Await(event)`` is what every awaitable of the sim world boils down to: awaiting it
+yields the SimPy event to the driver in ``models.world``, which sends back its value.
+"""
+
+from __future__ import annotations
+
+from simpy.events import Event as SimPyEvent
+
+NS = 1_000_000_000
+
+
+def to_ns(seconds: float) -> int:
+    """Simulated time is integer nanoseconds; negative durations are zero."""
+    return max(0, round(seconds * NS))
+
+
+class Await:
+    """Turns a SimPy event into an awaitable: the driver receives the event itself."""
+
+    __slots__ = ("event",)
+
+    def __init__(self, event: SimPyEvent):
+        self.event = event
+
+    def __await__(self):
+        return (yield self.event)

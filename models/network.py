@@ -1,0 +1,217 @@
+"""The simulated network: links with latency distributions, loss and partitions.
+
+A message is a frame ``(source, incarnation, kind, request_id, payload)`` handed to a
+SimPy timeout whose callback delivers it; no process per message. Partitions are a set
+of blocked (source, destination) pairs, checked when a message is sent and again when
+it would arrive, so a split also drops what was in flight (Jepsen's and Maelstrom's
+model). Links are FIFO by default, like a TCP connection; with ``fifo_links=False``
+random latencies reorder messages. Every drop is counted by cause, as TigerBeetle's
+packet simulator does.
+
+Payloads travel by reference: cores must treat messages as immutable values.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable
+
+from lab.runtime import CallTimeout, Handler, RemoteError, Unreachable
+from models.awaitables import Await, to_ns
+
+if TYPE_CHECKING:
+    from models.world import SimConfig, SimRuntime, SimWorld
+
+_DISTRIBUTIONS = ("constant", "uniform", "exponential", "lognormal")
+
+
+@dataclass(frozen=True)
+class LatencyModel:
+    """A one-way delay distribution, in milliseconds (Maelstrom's menu, plus lognormal).
+
+    constant: ``ms``; uniform: ``low_ms``..``high_ms``; exponential: ``min_ms`` + Exp(``mean_ms``);
+    lognormal: median ``ms`` and shape ``sigma`` (a realistic datacenter tail).
+    """
+
+    dist: str = "lognormal"
+    ms: float = 0.1
+    sigma: float = 0.5
+    low_ms: float = 0.0
+    high_ms: float = 0.0
+    mean_ms: float = 0.0
+    min_ms: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.dist not in _DISTRIBUTIONS:
+            raise ValueError(f"latency dist must be one of {', '.join(_DISTRIBUTIONS)}, got {self.dist!r}")
+        for name in ("ms", "sigma", "low_ms", "high_ms", "mean_ms", "min_ms"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or value < 0 or math.isnan(value):
+                raise ValueError(f"latency {name} must be a number >= 0, got {value!r}")
+        if self.dist == "uniform" and self.high_ms < self.low_ms:
+            raise ValueError("latency high_ms must be >= low_ms")
+
+    @classmethod
+    def from_spec(cls, spec: dict[str, Any]) -> "LatencyModel":
+        unknown = set(spec) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown latency field(s): {', '.join(sorted(unknown))}")
+        return cls(**spec)
+
+    def sample_ns(self, rng: random.Random) -> int:
+        if self.dist == "constant":
+            ms = self.ms
+        elif self.dist == "uniform":
+            ms = rng.uniform(self.low_ms, self.high_ms)
+        elif self.dist == "exponential":
+            ms = self.min_ms + (rng.expovariate(1.0 / self.mean_ms) if self.mean_ms > 0 else 0.0)
+        else:
+            ms = rng.lognormvariate(math.log(self.ms), self.sigma) if self.ms > 0 else 0.0
+        return round(ms * 1_000_000)
+
+
+class SimNetwork:
+    """All links of one simulated world."""
+
+    def __init__(self, world: "SimWorld", rng: random.Random, config: "SimConfig"):
+        self.world = world
+        self.env = world.env
+        self.rng = rng
+        self.latency = config.latency
+        self.loss = config.loss
+        self.fifo = config.fifo_links
+        self.link_latency: dict[tuple[str, str], LatencyModel] = {}
+        self.blocked: Counter[tuple[str, str]] = Counter()  # a link cut by two faults needs two heals
+        self.lossy: dict[str, float] = {}  # node -> loss probability of messages from or to it
+        self.dropped: Counter[str] = Counter()
+        self.delivered = 0
+        self._last_arrival: dict[tuple[str, str], int] = {}
+        self._ids = itertools.count(1)
+
+    # ---------------------------------------------------------------- faults
+
+    def partition(self, *groups: Iterable[str]) -> None:
+        """Split the named nodes into groups that cannot reach each other (both ways)."""
+        sets = [list(g) for g in groups]
+        for i, a in enumerate(sets):
+            for b in sets[i + 1 :]:
+                for x in a:
+                    for y in b:
+                        self.block(x, y)
+                        self.block(y, x)
+
+    def block(self, source: str, destination: str) -> None:
+        """A one-way partition: messages from ``source`` to ``destination`` are dropped."""
+        self.blocked[(source, destination)] += 1
+
+    def unblock(self, source: str, destination: str) -> None:
+        link = (source, destination)
+        if self.blocked.get(link, 0) <= 1:
+            self.blocked.pop(link, None)
+        else:
+            self.blocked[link] -= 1
+
+    def heal(self) -> None:
+        self.blocked.clear()
+
+    def set_latency(self, source: str, destination: str, model: LatencyModel | None) -> None:
+        """Give one directed link its own delay distribution (None: back to the default)."""
+        if model is None:
+            self.link_latency.pop((source, destination), None)
+        else:
+            self.link_latency[(source, destination)] = model
+
+    # ---------------------------------------------------------------- transport
+
+    def transmit(self, source: "SimRuntime", destination: str, kind: str, request_id: int, payload: Any) -> None:
+        link = (source.node, destination)
+        if link in self.blocked:
+            self.dropped["partition"] += 1
+            return
+        loss = self.loss
+        if self.lossy:
+            loss = max(loss, self.lossy.get(source.node, 0.0), self.lossy.get(destination, 0.0))
+        if loss and self.rng.random() < loss:
+            self.dropped["loss"] += 1
+            return
+        now = self.env.now
+        arrival = now + self.link_latency.get(link, self.latency).sample_ns(self.rng)
+        if self.fifo:
+            arrival = max(arrival, self._last_arrival.get(link, 0))
+            self._last_arrival[link] = arrival
+        frame = (source.node, source.incarnation, destination, kind, request_id, payload)
+        self.env.timeout(arrival - now, frame).callbacks.append(self._arrive)
+
+    def _arrive(self, event) -> None:
+        source, incarnation, destination, kind, request_id, payload = event.value
+        if (source, destination) in self.blocked:
+            self.dropped["partition"] += 1
+            return
+        node = self.world.nodes.get(destination)
+        if node is None or not node.up:
+            self.dropped["node down"] += 1
+            return
+        rt = node.runtime
+        if kind in ("ok", "err"):
+            waiting = rt.net.pending.get(request_id)
+            if waiting is None:
+                self.dropped["late reply"] += 1
+                return
+            waiting.succeed((kind, payload))
+        else:
+            handler = rt.net.handler
+            if handler is None:
+                self.dropped["not serving"] += 1
+                return
+            rt.spawn(rt.net.answer(handler, source, kind, request_id, payload), name="handler")
+        self.delivered += 1
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+
+class SimNetPort:
+    """The Network port of one node incarnation."""
+
+    def __init__(self, network: SimNetwork, runtime: "SimRuntime"):
+        self.network = network
+        self.rt = runtime
+        self.handler: Handler | None = None
+        self.pending: dict[int, Any] = {}
+
+    async def serve(self, handler: Handler) -> None:
+        self.handler = handler
+
+    async def answer(self, handler: Handler, source: str, kind: str, request_id: int, payload: Any) -> None:
+        try:
+            reply, status = await handler(source, payload), "ok"
+        except Exception as e:  # the caller gets the error; the node goes on
+            reply, status = e, "err"
+        if kind == "call" and self.rt.alive:
+            self.network.transmit(self.rt, source, status, request_id, reply)
+
+    async def call(self, peer: str, message: Any, timeout: float) -> Any:
+        if peer not in self.network.world.nodes:
+            raise Unreachable(f"{self.rt.node}: no node called {peer!r}")
+        request_id = self.network.next_id()
+        reply = self.rt.env.event()
+        self.pending[request_id] = reply
+        self.network.transmit(self.rt, peer, "call", request_id, message)
+        try:
+            answered = await Await(self.rt.first_of(reply, to_ns(timeout)))
+        finally:
+            del self.pending[request_id]
+        if not answered:
+            raise CallTimeout(f"no reply from {peer!r} within {timeout:g} s")
+        status, payload = reply.value
+        if status == "err":
+            raise RemoteError(payload)
+        return payload
+
+    def send(self, peer: str, message: Any) -> None:
+        if self.rt.alive:
+            self.network.transmit(self.rt, peer, "send", 0, message)

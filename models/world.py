@@ -1,0 +1,335 @@
+"""The simulated world: the Runtime port on SimPy, with pauses, crashes and restarts.
+
+Design cores are ``async def`` code. Here each awaitable a core receives yields a SimPy
+event, and a small driver process (``_drive``) sends the event's value back into the
+coroutine — so the same core that serves real TCP in the live world runs in simulated
+time. The driver is also where a node's stop-the-world pause lives: after any event
+fires, no process of a paused node resumes until the pause ends, while messages to the
+node keep queueing (they are delivered, and wait at the gate).
+
+Simulated time is integer nanoseconds. Every random draw comes from the world's seed:
+one stream per node incarnation, one for the network, one for the disks.
+
+The network is in ``models.network``, the disk in ``models.disk``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Coroutine, TypeVar
+
+import random
+import simpy
+from simpy.events import Event as SimPyEvent
+
+from lab.runtime import Boot, Cancelled, NodeDown, node_random
+from models.awaitables import NS, Await, to_ns
+from models.disk import DiskModel, SimDisk, SimDiskStore
+from models.network import LatencyModel, SimNetwork, SimNetPort
+
+T = TypeVar("T")
+
+class _Crash:
+    """Interrupt cause: the node crashed; drop the coroutine without resuming it."""
+
+
+class _Cancel:
+    """Interrupt cause: the task was cancelled; raise Cancelled inside it."""
+
+
+_CRASH = _Crash()
+_CANCEL = _Cancel()
+_CANCELLED = object()  # a driver's return value for a coroutine that ended by Cancelled
+_CRASHED = object()  # ... and for one whose node crashed under it
+
+
+class SimEvent:
+    """The Event port on a SimPy event."""
+
+    __slots__ = ("_event",)
+
+    def __init__(self, env: simpy.Environment):
+        self._event = env.event()
+
+    def set(self, value: Any = None) -> None:
+        if not self._event.triggered:
+            self._event.succeed(value)
+
+    def is_set(self) -> bool:
+        return self._event.triggered
+
+    def wait(self) -> Await:
+        return Await(self._event)
+
+
+class SimTask:
+    """The Task port on a SimPy process running ``_drive``."""
+
+    __slots__ = ("process",)
+
+    def __init__(self, process: simpy.Process):
+        self.process = process
+
+    def cancel(self) -> None:
+        if self.process.is_alive:
+            self.process.interrupt(_CANCEL)
+
+    def done(self) -> bool:
+        return not self.process.is_alive
+
+    def __await__(self):
+        value = yield self.process
+        if value is _CANCELLED:
+            raise Cancelled()
+        if value is _CRASHED:
+            raise NodeDown("the task's node crashed")
+        return value
+
+
+@dataclass
+class SimConfig:
+    """The world's physical parameters (all overridable per run)."""
+
+    latency: LatencyModel = field(default_factory=LatencyModel)
+    loss: float = 0.0  # probability that a message is dropped
+    fifo_links: bool = True  # messages on one (src, dst) link arrive in order, as over TCP
+    disk: DiskModel = field(default_factory=DiskModel)
+
+    @classmethod
+    def from_spec(cls, spec: dict[str, Any]) -> "SimConfig":
+        """From a workload's ``sim`` mapping: latency, loss, fifo_links, fsync."""
+        config = cls()
+        if "latency" in spec:
+            config.latency = LatencyModel.from_spec(_mapping(spec["latency"], "latency"))
+        if "fsync" in spec:
+            config.disk = DiskModel(fsync=LatencyModel.from_spec(_mapping(spec["fsync"], "fsync")))
+        if "loss" in spec:
+            loss = spec["loss"]
+            if isinstance(loss, bool) or not isinstance(loss, (int, float)) or not 0 <= loss < 1:
+                raise ValueError(f"loss must be a probability in [0, 1), got {loss!r}")
+            config.loss = float(loss)
+        if "fifo_links" in spec:
+            if not isinstance(spec["fifo_links"], bool):
+                raise ValueError(f"fifo_links must be true or false, got {spec['fifo_links']!r}")
+            config.fifo_links = spec["fifo_links"]
+        return config
+
+
+def _mapping(value: Any, name: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError(f"{name} must be a mapping like {{dist: lognormal, ms: 0.1, sigma: 0.5}}, got {value!r}")
+    return value
+
+
+class SimNode:
+    """What survives a crash: the name, the disk, the pause state and the boot function."""
+
+    def __init__(self, world: "SimWorld", name: str):
+        self.world = world
+        self.name = name
+        self.disk = SimDiskStore(world.env, world.config.disk, world.disk_random)
+        self.paused = False
+        self.resumed: SimPyEvent | None = None
+        self.incarnation = 0
+        self.up = True
+        self.boot: Boot | None = None
+        self.runtime = SimRuntime(world, self)
+
+
+class SimRuntime:
+    """The Runtime port of one incarnation of a simulated node."""
+
+    def __init__(self, world: "SimWorld", node: SimNode):
+        self.world = world
+        self.env = world.env
+        self.state = node
+        self.node = node.name
+        self.incarnation = node.incarnation
+        self.random = node_random(world.seed, node.name, node.incarnation)
+        self.disk = SimDisk(node.disk, self)
+        self.net = SimNetPort(world.net, self)
+        self.alive = True
+        self.processes: dict[simpy.Process, None] = {}  # insertion-ordered: deterministic
+
+    # clock
+    def now(self) -> float:
+        return self.env.now / NS
+
+    def now_ns(self) -> int:
+        return self.env.now
+
+    def sleep(self, seconds: float) -> Await:
+        return Await(self.env.timeout(to_ns(seconds)))
+
+    # tasks and events
+    def spawn(self, coro: Coroutine[Any, Any, T], name: str = "") -> SimTask:
+        if not self.alive:
+            coro.close()
+            raise NodeDown(f"{self.node} has crashed; it cannot spawn {name or 'a task'}")
+        process = self.env.process(self._drive(coro))
+        self.processes[process] = None
+        return SimTask(process)
+
+    def event(self) -> SimEvent:
+        return SimEvent(self.env)
+
+    async def wait(self, event: SimEvent, timeout: float | None) -> bool:
+        if event.is_set():
+            return True
+        if timeout is None:
+            await event.wait()
+            return True
+        return await Await(self.first_of(event._event, to_ns(timeout)))
+
+    def first_of(self, event: SimPyEvent, timeout_ns: int) -> SimPyEvent:
+        """An event that succeeds with True when ``event`` fires, or False at the timeout.
+
+        Cheaper than SimPy's AnyOf condition, and the loser is simply ignored.
+        """
+        done = self.env.event()
+
+        def fired(_: SimPyEvent) -> None:
+            if not done.triggered:
+                done.succeed(True)
+
+        def expired(_: SimPyEvent) -> None:
+            if not done.triggered:
+                done.succeed(False)
+
+        event.callbacks.append(fired)
+        self.env.timeout(timeout_ns).callbacks.append(expired)
+        return done
+
+    # the driver: runs a coroutine on SimPy events, behind the node's pause gate
+    def _drive(self, coro: Coroutine):
+        node = self.state
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            while True:
+                try:
+                    while node.paused:
+                        yield node.resumed
+                    if error is None:
+                        event = coro.send(value)
+                    else:
+                        event, error = coro.throw(error), None
+                except StopIteration as stop:
+                    return stop.value
+                except Cancelled:
+                    return _CANCELLED
+                except simpy.Interrupt as interrupt:  # cancelled or crashed while at the gate
+                    if interrupt.cause is _CRASH:
+                        return self._drop(coro)
+                    error, value = Cancelled(), None
+                    continue
+                try:
+                    value = yield event
+                    if not self.alive:  # the event won a race with the crash interrupt
+                        return self._drop(coro)
+                except simpy.Interrupt as interrupt:
+                    if interrupt.cause is _CRASH:
+                        return self._drop(coro)
+                    error, value = Cancelled(), None
+                except BaseException as e:  # the awaited event failed: raise it in the core
+                    error, value = e, None
+        finally:
+            self.processes.pop(self.env.active_process, None)
+
+    @staticmethod
+    def _drop(coro: Coroutine) -> object:
+        # A crashed process runs no more of its code; its finally blocks may run here
+        # but anything they try on disk or network is refused (the runtime is dead).
+        try:
+            coro.close()
+        except BaseException:
+            pass
+        return _CRASHED
+
+    def kill(self) -> None:
+        """Crash this incarnation: every process stops where it is."""
+        self.alive = False
+        for process in list(self.processes):
+            if process.is_alive:
+                process.interrupt(_CRASH)
+        self.processes.clear()
+
+
+class SimWorld:
+    """Simulated nodes on one SimPy clock, with a simulated network and disks."""
+
+    kind = "sim"
+
+    def __init__(self, seed: int = 0, config: SimConfig | None = None):
+        self.seed = seed
+        self.config = config or SimConfig()
+        self.env = simpy.Environment()
+        self.disk_random = random.Random(f"{seed}:disk")
+        self.net = SimNetwork(self, random.Random(f"{seed}:net"), self.config)
+        self.nodes: dict[str, SimNode] = {}
+
+    def node(self, name: str) -> SimRuntime:
+        """The current incarnation of node ``name``, created on first use."""
+        if name not in self.nodes:
+            self.nodes[name] = SimNode(self, name)
+        return self.nodes[name].runtime
+
+    async def start(self, name: str, boot: Boot) -> SimRuntime:
+        """Create node ``name`` and run its boot function (again at every restart)."""
+        rt = self.node(name)
+        self.nodes[name].boot = boot
+        await rt.spawn(boot(rt), name=f"boot {name}")
+        return rt
+
+    def run(self, main: Callable[[SimRuntime], Awaitable[T]], until: float | None = None) -> T:
+        """Run ``main`` on the control node until it returns; return its result."""
+        control = self.node("control")
+        task = control.spawn(main(control), name="main")
+        self.env.run(until=task.process if until is None else to_ns(until))
+        if task.process.is_alive:
+            raise TimeoutError(f"main did not finish within {until} simulated seconds")
+        value = task.process.value
+        if value is _CANCELLED or value is _CRASHED:
+            raise RuntimeError("the main task was cancelled or its node crashed")
+        return value
+
+    # ------------------------------------------------------------ faults on nodes
+
+    def pause(self, name: str) -> None:
+        """Stop the world on ``name``: none of its processes resume until ``resume``."""
+        node = self.nodes[name]
+        if not node.paused:
+            node.paused = True
+            node.resumed = self.env.event()
+
+    def resume(self, name: str) -> None:
+        node = self.nodes[name]
+        if node.paused:
+            node.paused = False
+            node.resumed.succeed()
+
+    def crash(self, name: str, tear: bool = False) -> None:
+        """Kill -9 ``name``: its processes stop, its memory is gone, unsynced bytes are lost.
+
+        With ``tear``, a random prefix of each file's unsynced tail survives (a torn write).
+        """
+        node = self.nodes[name]
+        if not node.up:
+            return
+        node.up = False
+        node.runtime.kill()
+        node.disk.crash(tear)
+        if node.paused:  # a crash ends a pause: the next incarnation starts running
+            self.resume(name)
+
+    def restart(self, name: str) -> SimRuntime:
+        """Start a fresh incarnation of a crashed node and run its boot function."""
+        node = self.nodes[name]
+        if node.up:
+            raise RuntimeError(f"{name} is running; crash it before restarting it")
+        node.incarnation += 1
+        node.up = True
+        node.runtime = SimRuntime(self, node)
+        if node.boot is not None:
+            node.runtime.spawn(node.boot(node.runtime), name=f"boot {name}")
+        return node.runtime
