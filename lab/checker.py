@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lab.message import split_id
+from lab.record import ok_ops
 
 EXAMPLES = 10  # how many ids of each anomaly the verdict lists
 
@@ -81,7 +82,7 @@ def check(samples: pa.Table) -> Verdict:
     """The verdict of one run's samples (a table with the sample schema)."""
     ops = samples.column("op")
     puts = samples.filter(pc.equal(ops, "put"))
-    gets = samples.filter(pc.and_(pc.equal(ops, "get"), pc.and_(pc.equal(samples.column("outcome"), "ok"), pc.is_valid(samples.column("msg_id")))))
+    gets = ok_ops(samples, "get")
 
     attempts = Counter(puts.column("msg_id").to_pylist())
     attempts.pop(None, None)

@@ -19,11 +19,13 @@ from typing import Any, Iterable
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 OPS = ("put", "get", "ack", "release")
 OUTCOMES = ("ok", "fail", "info")  # info: outcome unknown (timeout), as in Jepsen
 PHASES = ("warmup", "steady", "fault", "heal", "drain")
+MEASURED_PHASES = ("steady", "fault", "heal")  # not warm-up, not the final drain
 
 SAMPLE_SCHEMA = pa.schema(
     [
@@ -42,11 +44,16 @@ SAMPLE_SCHEMA = pa.schema(
         ("error", pa.string()),
         ("bytes", pa.int64()),
         ("phase", pa.string()),
+        # How late the operation started against its schedule (OMB's "publish delay"):
+        # with a fixed rate, a stalled producer's later puts start late, and latency alone
+        # would hide the stall (coordinated omission). Null when the op had no schedule.
+        ("delay_ns", pa.int64()),
     ]
 )
 
 _PER_RUN = ("run_id", "world", "backend", "scenario")
-_PER_ROW = ("node", "client", "op", "queue", "msg_id", "t_start_ns", "latency_ns", "outcome", "error", "bytes", "phase")
+_PER_ROW = ("node", "client", "op", "queue", "msg_id", "t_start_ns", "latency_ns", "outcome", "error", "bytes",
+            "phase", "delay_ns")
 
 
 class Recorder:
@@ -70,8 +77,9 @@ class Recorder:
         error: str | None,
         nbytes: int,
         phase: str,
+        delay_ns: int | None = None,
     ) -> None:
-        values = (node, client, op, queue, msg_id, t_start_ns, latency_ns, outcome, error, nbytes, phase)
+        values = (node, client, op, queue, msg_id, t_start_ns, latency_ns, outcome, error, nbytes, phase, delay_ns)
         for append, value in zip(self._append, values):
             append(value)
 
@@ -101,6 +109,17 @@ def read_samples(path: str | Path) -> pa.Table:
     if not path.exists():
         raise FileNotFoundError(f"no samples at {path}")
     return pq.read_table(path, schema=SAMPLE_SCHEMA)
+
+
+def ok_ops(samples: pa.Table, op: str, measured_only: bool = False) -> pa.Table:
+    """The ok operations ``op`` (for gets: deliveries only, not empty polls)."""
+    mask = pc.and_(pc.equal(samples.column("op"), op), pc.equal(samples.column("outcome"), "ok"))
+    if op == "get":
+        mask = pc.and_(mask, pc.is_valid(samples.column("msg_id")))
+    if measured_only:
+        mask = pc.and_(mask, pc.is_in(samples.column("phase"), value_set=pa.array(MEASURED_PHASES)))
+    return samples.filter(mask)
+
 
 
 # ------------------------------------------------------------------ log-bucket histogram

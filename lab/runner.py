@@ -217,6 +217,7 @@ async def _produce(rt: Runtime, client: QueueClient, name: str, queue: str, size
         start = rt.now_ns()
         if stop_at is not None and (intended if interval else start) >= stop_at:
             break
+        delay = start - intended if interval else None
         intended += interval
         msg_id = message.message_id(name, seq)
         body = message.encode(msg_id, start, size)
@@ -228,7 +229,8 @@ async def _produce(rt: Runtime, client: QueueClient, name: str, queue: str, size
         except Exception as e:
             outcome, error = _outcome(e), _error_text(e)
         end = rt.now_ns()
-        recorder.record(rt.node, name, "put", queue, msg_id, start, end - start, outcome, error, len(body), state.phase(start))
+        recorder.record(rt.node, name, "put", queue, msg_id, start, end - start, outcome, error, len(body),
+                        state.phase(start), delay)
         state.puts += 1
         seq += 1
         if outcome != "ok" and end == start:
@@ -291,23 +293,22 @@ async def _ack(rt: Runtime, client: QueueClient, name: str, delivery: Delivery, 
 
 
 def _progress_bar(workload: Workload, world: str):
+    """A bar that appears only after 2 s of wall time, and only on a terminal."""
     from tqdm import tqdm
 
+    common = dict(delay=2, leave=False, disable=None)
     if workload.messages:
-        return tqdm(total=workload.messages, unit="msg", desc=f"{workload.name} ({world})", delay=2, leave=False)
+        return tqdm(total=workload.messages, unit="msg", desc=f"{workload.name} ({world})", **common)
     total = workload.warmup + workload.duration
-    return tqdm(total=round(total, 2), unit="s", desc=f"{workload.name} ({world} time)", delay=2, leave=False,
+    return tqdm(total=round(total, 2), desc=f"{workload.name} ({world} time)", **common,
                 bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:.1f} s [{elapsed}<{remaining}]")
 
 
 async def _tick(rt: Runtime, bar, state: _State, workload: Workload) -> None:
     while True:
         await rt.sleep(PROGRESS_STEP)
-        if workload.messages:
-            bar.n = state.puts
-        else:
-            bar.n = min(bar.total, (rt.now_ns() - state.t0) / 1e9)
-        bar.refresh()
+        done = state.puts if workload.messages else min(bar.total, (rt.now_ns() - state.t0) / 1e9)
+        bar.update(done - bar.n)
 
 
 def _versions() -> dict[str, str]:

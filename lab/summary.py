@@ -13,37 +13,35 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lab.record import LogHistogram
+from lab.record import LogHistogram, ok_ops
 
 PERCENTILES = {"p50": 0.50, "p99": 0.99, "p999": 0.999}
-MEASURED_PHASES = ("steady", "fault", "heal")  # not warm-up, not the final drain
 
 
 def summarize(samples: pa.Table) -> dict[str, Any]:
-    """``{op: {count, ok, fail, info, ops_per_s, p50_ns, p99_ns, p999_ns}}`` plus ``e2e``."""
-    ops = samples.column("op")
-    outcome = samples.column("outcome")
-    measured = pc.is_in(samples.column("phase"), pa.array(MEASURED_PHASES))
+    """``{op: {count, ok, fail, info, ops_per_s, p50_ns, p99_ns, p999_ns, max_ns}}`` plus ``e2e``."""
     result: dict[str, Any] = {}
     for op in ("put", "get", "ack", "release"):
-        rows = samples.filter(pc.equal(ops, op))
+        rows = samples.filter(pc.equal(samples.column("op"), op))
         if rows.num_rows == 0:
             continue
-        ok = rows.filter(pc.equal(rows.column("outcome"), "ok"))
-        if op == "get":  # a get that found nothing is not a delivery
-            ok = ok.filter(pc.is_valid(ok.column("msg_id")))
+        ok = ok_ops(rows, op)
+        outcome = rows.column("outcome")
         entry: dict[str, Any] = {
             "count": rows.num_rows,
             "ok": ok.num_rows,
-            "fail": int(pc.sum(pc.equal(rows.column("outcome"), "fail")).as_py() or 0),
-            "info": int(pc.sum(pc.equal(rows.column("outcome"), "info")).as_py() or 0),
+            "fail": int(pc.sum(pc.equal(outcome, "fail")).as_py() or 0),
+            "info": int(pc.sum(pc.equal(outcome, "info")).as_py() or 0),
+            "ops_per_s": _throughput(ok_ops(rows, op, measured_only=True)),
         }
-        entry["ops_per_s"] = _throughput(samples.filter(pc.and_(pc.and_(pc.equal(ops, op), pc.equal(outcome, "ok")), measured)), op)
         entry.update(_percentiles(ok.column("latency_ns").to_numpy()))
         result[op] = entry
     e2e = end_to_end_ns(samples)
     if e2e.size:
         result["e2e"] = {"count": int(e2e.size), **_percentiles(e2e)}
+    delays = samples.column("delay_ns").drop_null().to_numpy()
+    if delays.size:  # how late scheduled puts started: large when a stall held producers back
+        result["delay"] = {"count": int(delays.size), **_percentiles(np.maximum(delays, 0))}
     return result
 
 
@@ -52,7 +50,7 @@ def end_to_end_ns(samples: pa.Table) -> np.ndarray:
     ops = samples.column("op")
     puts = samples.filter(pc.equal(ops, "put"))
     put_start = dict(zip(puts.column("msg_id").to_pylist(), puts.column("t_start_ns").to_pylist()))
-    gets = samples.filter(pc.and_(pc.equal(ops, "get"), pc.equal(samples.column("outcome"), "ok")))
+    gets = ok_ops(samples, "get")
     done = pc.add(gets.column("t_start_ns"), gets.column("latency_ns")).to_pylist()
     values = [d - put_start[m] for m, d in zip(gets.column("msg_id").to_pylist(), done) if m in put_start]
     return np.asarray(values, dtype=np.int64)
@@ -66,14 +64,10 @@ def _percentiles(latencies: np.ndarray) -> dict[str, float]:
     return out
 
 
-def _throughput(rows: pa.Table, op: str) -> float:
-    """Ok operations per second over the span they cover."""
+def _throughput(rows: pa.Table) -> float:
+    """Operations per second over the span they cover."""
     if rows.num_rows < 2:
         return float("nan")
-    if op == "get":
-        rows = rows.filter(pc.is_valid(rows.column("msg_id")))
-        if rows.num_rows < 2:
-            return float("nan")
     start = pc.min(rows.column("t_start_ns")).as_py()
     end = pc.max(pc.add(rows.column("t_start_ns"), rows.column("latency_ns"))).as_py()
     return rows.num_rows / ((end - start) / 1e9) if end > start else float("nan")

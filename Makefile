@@ -1,0 +1,38 @@
+# queue-lab: `make compare` runs the main job, `make test` the tests.
+# Both create .venv (and reinstall it when pyproject.toml changes) before they run.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: compare test test-slow lab java clean
+
+compare: $(STAMP) java
+	$(BIN)/lab compare
+
+test: $(STAMP) java
+	$(BIN)/python -m pytest -m "not slow"
+
+test-slow: $(STAMP) java
+	$(BIN)/python -m pytest -m slow
+
+lab: $(STAMP) java
+	$(BIN)/jupyter lab --notebook-dir=notebooks
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+# PySpark (the aggregation pipeline) needs Java 17 or newer.
+java:
+	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n 1); \
+	if [ -z "$$v" ] || [ "$$v" -lt 17 ]; then \
+	  echo "queue-lab needs Java 17+ for PySpark (found: $${v:-none}): install it with 'sudo apt-get install -y openjdk-17-jre-headless', or use 'conda env create -f environment.yml'"; \
+	  exit 1; \
+	fi
+
+clean:
+	rm -rf $(VENV) results/runs .pytest_cache

@@ -1,0 +1,121 @@
+"""The `lab` command: run a workload, list the backends, compare the designs.
+
+A user's mistake (a missing file, an unknown backend, a bad workload field) prints one
+line, ``lab: error: ...``, and exits 2 — no traceback. Anything else is a bug and
+keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from lab.backends import REGISTRY, UnknownBackend, backend_class
+from lab.workload import WorkloadError, load_workload
+
+
+class UsageError(Exception):
+    """A mistake in how the command was called."""
+
+
+USER_ERRORS = (UsageError, WorkloadError, UnknownBackend)
+
+
+def _seed(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lab", description="queue-lab: compare message-queue designs "
+                                     "in a simulated and a live world.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("run", help="run one workload against one backend")
+    p.add_argument("workload", type=Path, help="workload file (YAML)")
+    p.add_argument("--backend", required=True, help="backend name (see `lab backends`)")
+    p.add_argument("--world", choices=("sim", "live"), default="sim", help="simulated or live (default: sim)")
+    p.add_argument("--seed", type=_seed, help="seed (default: the workload's)")
+    p.add_argument("--out", type=Path, help="run directory (default: results/runs/<run_id>)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    sub.add_parser("backends", help="list the registered backends and what each supports")
+
+    p = sub.add_parser("compare", help="the standard workloads on every backend in both worlds")
+    p.add_argument("--backends", help="comma-separated backend names (default: all)")
+    p.add_argument("--worlds", default="sim,live", help="comma-separated worlds (default: sim,live)")
+    p.add_argument("--workloads", nargs="+", type=Path, help="workload files (default: the standard set)")
+    p.add_argument("--out", type=Path, help="output directory (default: results/runs/compare-<time>)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    return parser
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from lab.runner import run
+    from lab.summary import format_table
+
+    workload = load_workload(args.workload)
+    backend_class(args.backend)
+    result = run(workload, args.backend, args.world, seed=args.seed, out=args.out, progress=not args.no_progress)
+    clock = "simulated" if result.world == "sim" else "live"
+    rate = result.samples / result.wall_seconds if result.wall_seconds else float("nan")
+    print(f"run {result.run_id}")
+    print(f"{result.workload.name} on {result.backend}, {result.world} world, seed {result.seed}: "
+          f"{result.world_seconds:.2f} s {clock} in {result.wall_seconds:.2f} s wall "
+          f"({result.samples:,} operations, {rate:,.0f} per wall-second)")
+    print()
+    print(format_table(result.summary))
+    print()
+    print(f"checker: {result.verdict.line()}")
+    print(f"samples: {result.samples_path}")
+    return 0 if result.verdict.valid else 1
+
+
+def cmd_backends(args: argparse.Namespace) -> int:
+    for name in sorted(REGISTRY):
+        cls = backend_class(name)
+        print(f"{name}: {cls.summary}")
+        print(f"    worlds: {', '.join(cls.worlds)}")
+        for key, value in cls.promises.items():
+            print(f"    {key}: {value}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from lab.compare import compare
+
+    worlds = [w.strip() for w in args.worlds.split(",") if w.strip()]
+    bad = [w for w in worlds if w not in ("sim", "live")]
+    if bad or not worlds:
+        raise UsageError(f"--worlds takes sim and/or live, got {args.worlds!r}")
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()] if args.backends else None
+    workloads = [load_workload(p) for p in args.workloads] if args.workloads else None
+    print("running the comparison:")
+    comparison = compare(backends, worlds, workloads, out=args.out, progress=not args.no_progress)
+    print()
+    print(comparison.markdown_path.read_text())
+    print(f"table: {comparison.markdown_path} and {comparison.csv_path}")
+    print(f"chart: {comparison.plot_path}")
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "backends": cmd_backends, "compare": cmd_compare}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except USER_ERRORS as e:
+        print(f"lab: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("lab: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
