@@ -194,6 +194,10 @@ class LogHistogram:
             raise ValueError(f"quantile must be within [0, 1], got {q}")
         if self.count == 0:
             return math.nan
+        if q == 1:
+            return self.max  # the extremes are tracked exactly
+        if q == 0:
+            return self.min
         rank = q * (self.count - 1)
         seen = self.zeros
         if rank < seen:

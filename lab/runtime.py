@@ -114,7 +114,7 @@ class Runtime(Protocol):
     def now(self) -> float: ...
     def now_ns(self) -> int: ...
     def sleep(self, seconds: float) -> Awaitable[None]: ...
-    def spawn(self, coro: Coroutine[Any, Any, T], name: str = "") -> Task: ...
+    def spawn(self, coro: Awaitable[T], name: str = "") -> Task: ...
     def event(self) -> Event: ...
     async def wait(self, event: Event, timeout: float | None) -> bool: ...
 
@@ -139,6 +139,17 @@ def checked_relative(path: str) -> str:
     if pure.is_absolute() or ".." in pure.parts:
         raise ValueError(f"disk path must stay under the node's root: {path!r}")
     return str(pure)
+
+
+def as_coroutine(awaitable: Awaitable[T]) -> Coroutine[Any, Any, T]:
+    """A coroutine for any awaitable, so ``spawn`` takes ``rt.sleep(1)`` as well as ``f()``."""
+    if asyncio.iscoroutine(awaitable):
+        return awaitable
+
+    async def wrapper() -> T:
+        return await awaitable
+
+    return wrapper()
 
 
 def node_random(seed: int, node: str, incarnation: int = 0) -> random.Random:
@@ -213,8 +224,8 @@ class LiveRuntime:
     def sleep(self, seconds: float) -> Awaitable[None]:
         return asyncio.sleep(max(0.0, seconds))
 
-    def spawn(self, coro: Coroutine[Any, Any, T], name: str = "") -> LiveTask:
-        task = asyncio.get_running_loop().create_task(coro, name=name or None)
+    def spawn(self, coro: Awaitable[T], name: str = "") -> LiveTask:
+        task = asyncio.get_running_loop().create_task(as_coroutine(coro), name=name or None)
         # Keep a strong reference: asyncio only holds weak ones to running tasks.
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

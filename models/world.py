@@ -22,7 +22,7 @@ import random
 import simpy
 from simpy.events import Event as SimPyEvent
 
-from lab.runtime import Boot, Cancelled, NodeDown, node_random
+from lab.runtime import Boot, Cancelled, NodeDown, as_coroutine, node_random
 from models.awaitables import NS, Await, to_ns
 from models.disk import DiskModel, SimDisk, SimDiskStore
 from models.network import LatencyModel, SimNetwork, SimNetPort
@@ -162,7 +162,8 @@ class SimRuntime:
         return Await(self.env.timeout(to_ns(seconds)))
 
     # tasks and events
-    def spawn(self, coro: Coroutine[Any, Any, T], name: str = "") -> SimTask:
+    def spawn(self, coro: Awaitable[T], name: str = "") -> SimTask:
+        coro = as_coroutine(coro)
         if not self.alive:
             coro.close()
             raise NodeDown(f"{self.node} has crashed; it cannot spawn {name or 'a task'}")
@@ -203,6 +204,7 @@ class SimRuntime:
     # the driver: runs a coroutine on SimPy events, behind the node's pause gate
     def _drive(self, coro: Coroutine):
         node = self.state
+        me = self.env.active_process  # the generator starts inside its own process
         value: Any = None
         error: BaseException | None = None
         try:
@@ -231,10 +233,10 @@ class SimRuntime:
                     if interrupt.cause is _CRASH:
                         return self._drop(coro)
                     error, value = Cancelled(), None
-                except BaseException as e:  # the awaited event failed: raise it in the core
+                except Exception as e:  # the awaited event failed: raise it in the core
                     error, value = e, None
         finally:
-            self.processes.pop(self.env.active_process, None)
+            self.processes.pop(me, None)
 
     @staticmethod
     def _drop(coro: Coroutine) -> object:

@@ -1,0 +1,85 @@
+"""The checker on hand-made histories: every category of Jepsen's total-queue, and reordering."""
+
+from __future__ import annotations
+
+import itertools
+
+from hypothesis import given, strategies as st
+
+from lab.checker import check, count_inversions
+from tests.history import history
+
+
+def test_a_clean_history_is_valid():
+    v = check(history(("put", "p0", "p0:0", "ok"), ("put", "p0", "p0:1", "ok"),
+                      ("get", "c0", "p0:0", "ok"), ("get", "c0", "p0:1", "ok"), ("get", "c0", None, "fail")))
+    assert v.valid
+    assert (v.attempts, v.enqueued, v.dequeued, v.ok, v.lost, v.unexpected, v.duplicated, v.recovered) == (2, 2, 2, 2, 0, 0, 0, 0)
+    assert v.reordering.inversions == 0 and v.reordering.streams == 1
+
+
+def test_an_acknowledged_put_never_delivered_is_lost():
+    v = check(history(("put", "p0", "p0:0", "ok"), ("put", "p0", "p0:1", "ok"), ("get", "c0", "p0:1", "ok")))
+    assert not v.valid and v.lost == 1 and v.examples["lost"] == ["p0:0"]
+
+
+def test_a_failed_or_unknown_put_that_never_arrives_is_not_lost():
+    v = check(history(("put", "p0", "p0:0", "fail"), ("put", "p0", "p0:1", "info")))
+    assert v.valid and v.lost == 0 and v.attempts == 2 and v.enqueued == 0
+
+
+def test_a_delivery_from_nowhere_is_unexpected():
+    v = check(history(("put", "p0", "p0:0", "ok"), ("get", "c0", "p0:0", "ok"), ("get", "c0", "p9:4", "ok")))
+    assert not v.valid and v.unexpected == 1 and v.examples["unexpected"] == ["p9:4"]
+
+
+def test_a_second_delivery_is_duplicated_but_valid():
+    v = check(history(("put", "p0", "p0:0", "ok"), ("get", "c0", "p0:0", "ok"), ("get", "c1", "p0:0", "ok")))
+    assert v.valid and v.duplicated == 1 and v.ok == 1
+
+
+def test_an_unknown_put_that_was_delivered_is_recovered():
+    v = check(history(("put", "p0", "p0:0", "info"), ("get", "c0", "p0:0", "ok")))
+    assert v.valid and v.recovered == 1 and v.lost == 0
+
+
+def test_failed_and_unknown_gets_are_not_deliveries():
+    v = check(history(("put", "p0", "p0:0", "ok"), ("get", "c0", "p0:0", "info"), ("get", "c0", "p0:0", "fail")))
+    assert not v.valid and v.lost == 1 and v.dequeued == 0
+
+
+def test_reordering_counts_inversions_and_largest_displacement_per_stream():
+    ops = [("put", "p0", f"p0:{i}", "ok") for i in range(5)]
+    # c0 sees 3, 0, 1, 2, 4: three inversions, message 3 is 3 places early
+    ops += [("get", "c0", f"p0:{i}", "ok", 100 + k * 10) for k, i in enumerate([3, 0, 1, 2, 4])]
+    v = check(history(*ops))
+    assert v.valid
+    assert (v.reordering.inversions, v.reordering.max_displacement, v.reordering.reordered_streams) == (3, 3, 1)
+
+
+def test_two_consumers_splitting_a_fifo_stream_are_not_reordered():
+    ops = [("put", "p0", f"p0:{i}", "ok") for i in range(6)]
+    # delivered alternately; c1's completions land before c0's, but each stream is in order
+    ops += [("get", "c0" if i % 2 == 0 else "c1", f"p0:{i}", "ok", 100 + (i % 2) * -50 + i, 1) for i in range(6)]
+    v = check(history(*ops))
+    assert v.reordering.inversions == 0 and v.reordering.streams == 2
+
+
+def test_order_is_taken_by_completion_time_not_by_row():
+    ops = [("put", "p0", "p0:0", "ok"), ("put", "p0", "p0:1", "ok"),
+           ("get", "c0", "p0:1", "ok", 100, 50),  # completes at 150
+           ("get", "c0", "p0:0", "ok", 110, 10)]  # completes at 120: first
+    assert check(history(*ops)).reordering.inversions == 0
+
+
+def test_redeliveries_do_not_count_as_reordering():
+    ops = [("put", "p0", f"p0:{i}", "ok") for i in range(3)]
+    ops += [("get", "c0", m, "ok") for m in ("p0:0", "p0:1", "p0:0", "p0:2")]
+    v = check(history(*ops))
+    assert v.duplicated == 1 and v.reordering.inversions == 0
+
+
+@given(st.lists(st.integers(min_value=0, max_value=50), max_size=60))
+def test_count_inversions_matches_brute_force(values):
+    brute = sum(1 for i, j in itertools.combinations(range(len(values)), 2) if values[i] > values[j])
+    assert count_inversions(values) == brute

@@ -1,0 +1,72 @@
+"""The `lab` command as a user runs it: real processes, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SMALL = "name: small\nproducers: 2\nconsumers: 1\nrate: 1000\nduration: 0.5\nseed: 3\n"
+
+
+def lab(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lab.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=300)
+
+
+@pytest.fixture
+def small(tmp_path) -> Path:
+    path = tmp_path / "small.yaml"
+    path.write_text(SMALL)
+    return path
+
+
+def test_backends_lists_the_ideal_control():
+    out = lab("backends")
+    assert out.returncode == 0 and out.stdout.startswith("ideal:") and "worlds: sim, live" in out.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "missing.yaml", "--backend", "ideal"], "no such workload file"),
+    (["run", "{small}", "--backend", "kafka"], "unknown backend 'kafka'"),
+    (["compare", "--worlds", "mars"], "--worlds takes sim and/or live"),
+    (["compare", "--backends", "nope", "--workloads", "{small}"], "unknown backend 'nope'"),
+])
+def test_user_mistakes_print_one_line_and_exit_2(args, message, small):
+    out = lab(*[a.replace("{small}", str(small)) for a in args])
+    assert out.returncode == 2
+    assert out.stderr.strip().count("\n") == 0 and out.stderr.startswith("lab: error:")
+    assert message in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_bad_field_is_named(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nrate: fast\nduration: 1\n")
+    out = lab("run", str(bad), "--backend", "ideal")
+    assert out.returncode == 2 and "field 'rate'" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_bad_seed_is_refused_by_the_parser(small):
+    out = lab("run", str(small), "--backend", "ideal", "--seed", "abc")
+    assert out.returncode == 2 and "must be a whole number" in out.stderr
+
+
+def test_run_prints_a_summary_and_writes_the_run(small, tmp_path):
+    out = lab("run", str(small), "--backend", "ideal", "--world", "sim", "--seed", "9", "--out", str(tmp_path / "r"))
+    assert out.returncode == 0, out.stderr
+    assert "small on ideal, sim world, seed 9" in out.stdout
+    assert "checker: VALID: 500 attempted, 500 ok, 0 lost" in out.stdout
+    assert (tmp_path / "r" / "samples.parquet").exists() and (tmp_path / "r" / "manifest.json").exists()
+
+
+def test_compare_writes_the_table_and_the_chart(small, tmp_path):
+    out = lab("compare", "--workloads", str(small), "--out", str(tmp_path / "cmp"), "--no-progress")
+    assert out.returncode == 0, out.stderr
+    assert "| small | ideal | sim |" in out.stdout and "| small | ideal | live |" in out.stdout
+    rows = list(csv.DictReader((tmp_path / "cmp" / "compare.csv").open()))
+    assert [(r["backend"], r["world"], r["valid"]) for r in rows] == [("ideal", "sim", "True"), ("ideal", "live", "True")]
+    png = (tmp_path / "cmp" / "latency.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000

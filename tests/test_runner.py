@@ -1,0 +1,91 @@
+"""The runner end to end with the ideal backend, in both worlds."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.compute as pc
+import pytest
+
+from lab.record import read_samples
+from lab.runner import run
+from lab.workload import WorkloadError, parse_workload
+
+BUSY_SIM = {
+    "name": "busy", "queues": 2, "producers": 3, "consumers": 2, "message_size": 200, "rate": 3000,
+    "duration": 1.0, "warmup": 0.2, "ack": "reliable", "seed": 5,
+    "faults": [{"fault": "pause", "at": 0.5, "duration": 0.1, "target": "server"},
+               {"fault": "loss", "at": 0.8, "duration": 0.1, "p": 0.05, "target": "clients"}],
+    "sim": {"latency": {"dist": "lognormal", "ms": 0.2, "sigma": 0.8}, "fifo_links": False},
+}
+
+
+def without_run_id(table):
+    return table.drop_columns(["run_id"]).to_pylist()
+
+
+def test_same_workload_and_seed_give_identical_samples_row_for_row(tmp_path):
+    w = parse_workload(BUSY_SIM)
+    a = run(w, "ideal", "sim", out=tmp_path / "a", progress=False)
+    b = run(w, "ideal", "sim", out=tmp_path / "b", progress=False)
+    c = run(w, "ideal", "sim", seed=6, out=tmp_path / "c", progress=False)
+    rows_a, rows_b = without_run_id(read_samples(a.run_dir)), without_run_id(read_samples(b.run_dir))
+    assert len(rows_a) > 5000
+    assert rows_a == rows_b
+    assert without_run_id(read_samples(c.run_dir)) != rows_a
+
+
+@pytest.mark.parametrize("world", ["sim", "live"])
+@pytest.mark.parametrize("ack", ["auto", "reliable"])
+def test_the_ideal_backend_is_valid_with_nothing_lost_duplicated_or_reordered(tmp_path, world, ack):
+    w = parse_workload({"name": "ideal-check", "queues": 2, "producers": 3, "consumers": 2, "rate": 1500,
+                        "duration": 1.0, "warmup": 0.2, "ack": ack, "seed": 1})
+    result = run(w, "ideal", world, out=tmp_path, progress=False)
+    v = result.verdict
+    assert v.valid and v.attempts == v.ok == v.enqueued > 1000
+    assert (v.lost, v.duplicated, v.unexpected, v.reordering.inversions) == (0, 0, 0, 0)
+    assert result.summary["put"]["ops_per_s"] == pytest.approx(1500, rel=0.1)
+    if ack == "reliable":
+        assert result.summary["ack"]["ok"] == v.ok
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["verdict"]["valid"] and manifest["world"] == world and manifest["seed"] == 1
+    assert {"python", "simpy", "pyarrow"} <= set(manifest["versions"])
+
+
+def test_messages_mode_sends_exactly_that_many(tmp_path):
+    w = parse_workload({"name": "count", "producers": 3, "consumers": 1, "messages": 100, "seed": 2})
+    result = run(w, "ideal", "sim", out=tmp_path, progress=False)
+    assert result.verdict.attempts == 100 and result.verdict.valid
+
+
+def test_a_crashed_ideal_server_loses_what_it_held_and_the_checker_says_so(tmp_path):
+    # The ideal keeps messages in memory only: a crash loses whatever it held.
+    w = parse_workload({"name": "crash", "producers": 4, "consumers": 1, "rate": 8000, "duration": 1.0,
+                        "seed": 3, "faults": [{"fault": "crash", "at": 0.5, "duration": 0.1}]})
+    result = run(w, "ideal", "sim", out=tmp_path, progress=False)
+    v = result.verdict
+    assert not v.valid and v.lost > 0
+    phases = set(read_samples(tmp_path).column("phase").to_pylist())
+    assert {"steady", "fault", "heal", "drain"} <= phases
+
+
+def test_a_pause_shows_up_as_publish_delay_and_latency(tmp_path):
+    w = parse_workload({"name": "pause", "producers": 1, "consumers": 1, "rate": 1000, "duration": 1.0,
+                        "seed": 4, "faults": [{"fault": "pause", "at": 0.4, "duration": 0.2}]})
+    result = run(w, "ideal", "sim", out=tmp_path, progress=False)
+    assert result.verdict.valid
+    assert result.summary["put"]["max_ns"] >= 190e6  # the put caught by the pause
+    assert result.summary["delay"]["max_ns"] >= 190e6  # and the ones held back behind it
+    samples = read_samples(tmp_path)
+    late = samples.filter(pc.greater(samples.column("delay_ns"), 100_000_000))
+    assert late.num_rows > 50
+
+
+def test_faults_in_the_live_world_and_bad_targets_are_refused(tmp_path):
+    w = parse_workload({"name": "f", "duration": 0.2, "faults": [{"fault": "pause", "at": 0.1, "duration": 0.1}]})
+    with pytest.raises(WorkloadError, match="sim world only"):
+        run(w, "ideal", "live", out=tmp_path, progress=False)
+    w = parse_workload({"name": "f", "duration": 0.2,
+                        "faults": [{"fault": "pause", "at": 0.1, "duration": 0.1, "target": ["nobody"]}]})
+    with pytest.raises(WorkloadError, match="nobody"):
+        run(w, "ideal", "sim", out=tmp_path, progress=False)

@@ -1,0 +1,173 @@
+"""The Runtime contract: the same checks against the live (asyncio) and sim (SimPy) worlds."""
+
+from __future__ import annotations
+
+import pytest
+
+from lab.runtime import Cancelled, CallTimeout, LiveWorld, RemoteError, Unreachable, node_random
+from models.world import SimWorld
+
+
+@pytest.fixture(params=["sim", "live"])
+def world(request, tmp_path):
+    if request.param == "sim":
+        return SimWorld(seed=7)
+    return LiveWorld(seed=7, root=tmp_path)
+
+
+def run(world, body):
+    return world.run(lambda control: body(control, world))
+
+
+def test_sleep_advances_the_clock(world):
+    async def body(rt, _):
+        t0, n0 = rt.now(), rt.now_ns()
+        await rt.sleep(0.05)
+        return rt.now() - t0, rt.now_ns() - n0
+
+    seconds, ns = run(world, body)
+    assert seconds >= 0.049 and ns >= 49_000_000
+    if world.kind == "sim":
+        assert ns == 50_000_000  # simulated time is exact
+
+
+def test_spawn_returns_the_result_and_cancel_raises_cancelled_inside(world):
+    async def body(rt, _):
+        async def add(a, b):
+            await rt.sleep(0.001)
+            return a + b
+
+        seen = []
+
+        async def forever():
+            try:
+                await rt.sleep(3600)
+            except Cancelled:
+                seen.append("cancelled")
+                raise
+
+        result = await rt.spawn(add(2, 3))
+        task = rt.spawn(forever())
+        await rt.sleep(0.01)
+        assert not task.done()
+        task.cancel()
+        with pytest.raises(Cancelled):
+            await task
+        return result, seen, task.done()
+
+    assert run(world, body) == (5, ["cancelled"], True)
+
+
+def test_events_carry_a_value_and_wait_times_out(world):
+    async def body(rt, _):
+        ev = rt.event()
+        assert not ev.is_set()
+
+        async def later():
+            await rt.sleep(0.01)
+            ev.set("hello")
+
+        rt.spawn(later())
+        value = await ev.wait()
+        never = rt.event()
+        t0 = rt.now()
+        timed_out = await rt.wait(never, 0.02)
+        waited = rt.now() - t0
+        return value, ev.is_set(), timed_out, await rt.wait(ev, 1.0), waited
+
+    value, is_set, timed_out, already, waited = run(world, body)
+    assert (value, is_set, timed_out, already) == ("hello", True, False, True)
+    assert waited >= 0.019
+
+
+def test_random_is_seeded_per_node_the_same_in_both_worlds(world):
+    async def body(rt, w):
+        return [w.node("n1").random.random() for _ in range(3)]
+
+    expected = node_random(7, "n1")
+    assert run(world, body) == [expected.random() for _ in range(3)]
+
+
+def test_disk_append_read_truncate_fsync_rename_list_remove(world):
+    async def body(rt, w):
+        disk = w.node("store").disk
+        f = disk.open("journal/0001.log")
+        assert f.append(b"hello ") == 0
+        assert f.append(b"world") == 6
+        await f.fsync()
+        assert f.size() == 11 and f.read(6, 5) == b"world"
+        f.truncate(5)
+        assert f.read(0, 100) == b"hello"
+        with pytest.raises(ValueError):
+            f.truncate(99)
+        f.close()
+        disk.rename("journal/0001.log", "journal/0002.log")
+        listing = disk.list("journal")
+        assert disk.exists("journal/0002.log") and not disk.exists("journal/0001.log")
+        reopened = disk.open("journal/0002.log")
+        content = reopened.read(0, 100)
+        reopened.close()
+        disk.remove("journal/0002.log")
+        for bad in ("/etc/passwd", "../outside", "a/../../b"):
+            with pytest.raises(ValueError):
+                disk.open(bad)
+        return listing, content, disk.list("journal")
+
+    assert run(world, body) == (["0002.log"], b"hello", [])
+
+
+def test_network_call_send_errors_and_timeouts(world):
+    async def body(rt, w):
+        received = []
+
+        async def boot(node):
+            async def handler(source, message):
+                if message == "boom":
+                    raise KeyError("no such thing")
+                if message == "slow":
+                    await node.sleep(10)
+                if isinstance(message, tuple) and message[0] == "note":
+                    received.append((source, message[1]))
+                    return None
+                return ("echo", source, message)
+
+            await node.net.serve(handler)
+
+        await w.start("server", boot)
+        client = w.node("client")
+        reply = await client.net.call("server", {"n": 1}, timeout=2.0)
+        with pytest.raises(RemoteError) as remote:
+            await client.net.call("server", "boom", timeout=2.0)
+        with pytest.raises(CallTimeout):
+            await client.net.call("server", "slow", timeout=0.05)
+        with pytest.raises(Unreachable):
+            await client.net.call("nobody", "hi", timeout=0.5)
+        client.net.send("server", ("note", 42))
+        for _ in range(200):
+            if received:
+                break
+            await client.sleep(0.005)
+        return reply, type(remote.value.error), received
+
+    reply, error_type, received = run(world, body)
+    assert reply == ("echo", "client", {"n": 1})
+    assert error_type is KeyError
+    assert received == [("client", 42)]
+
+
+def test_concurrent_calls_are_answered_independently(world):
+    async def body(rt, w):
+        async def boot(node):
+            async def handler(source, delay):
+                await node.sleep(delay)
+                return delay
+
+            await node.net.serve(handler)
+
+        await w.start("server", boot)
+        client = w.node("client")
+        slow = client.spawn(client.net.call("server", 0.2, timeout=2.0))
+        fast = await client.net.call("server", 0.01, timeout=2.0)
+        return fast, slow.done(), await slow
+
+    assert run(world, body) == (0.01, False, 0.2)

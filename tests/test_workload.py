@@ -1,0 +1,73 @@
+"""Workload files: a good one loads; every bad field is named with its problem."""
+
+from __future__ import annotations
+
+import pytest
+
+from lab.workload import WorkloadError, load_workload, parse_workload
+
+GOOD = {"name": "w", "producers": 2, "consumers": 3, "queues": 2, "message_size": 64, "rate": 500,
+        "duration": 2, "ack": "reliable", "warmup": 0.5, "seed": 9,
+        "faults": [{"fault": "pause", "at": 1, "duration": 0.2, "target": "server"},
+                   {"fault": "partition", "at": 0.5, "duration": 0.1, "target": ["p0"], "mode": "one-way-out"}],
+        "sim": {"latency": {"dist": "constant", "ms": 0.2}, "loss": 0.01}}
+
+
+def test_a_good_file_loads(tmp_path):
+    path = tmp_path / "w.yaml"
+    path.write_text("name: w\nproducers: 2\nconsumers: 3\nrate: 500\nduration: 2\nack: reliable\n")
+    w = load_workload(path)
+    assert (w.name, w.producers, w.consumers, w.queues, w.rate, w.duration, w.messages, w.reliable) == \
+        ("w", 2, 3, 1, 500.0, 2.0, None, True)
+
+
+def test_faults_are_parsed_and_sorted_by_time():
+    w = parse_workload(GOOD)
+    assert [f.fault for f in w.faults] == ["partition", "pause"]
+    assert w.faults[0].target == ("p0",) and w.faults[0].mode == "one-way-out"
+    assert w.faults[1].target == ("server",)
+
+
+@pytest.mark.parametrize("change, field, problem", [
+    ({"name": ""}, "name", "non-empty"),
+    ({"name": "../x"}, "name", "path separators"),
+    ({"producers": 0}, "producers", ">= 1"),
+    ({"consumers": "two"}, "consumers", "whole number"),
+    ({"queues": 1.5}, "queues", "whole number"),
+    ({"message_size": True}, "message_size", "whole number"),
+    ({"rate": -1}, "rate", ">= 0"),
+    ({"rate": "fast"}, "rate", "a number"),
+    ({"messages": 100}, "duration", "exactly one"),
+    ({"duration": 0}, "duration", "> 0"),
+    ({"ack": "sometimes"}, "ack", "auto, reliable"),
+    ({"seed": "x"}, "seed", "whole number"),
+    ({"colour": "red"}, "colour", "unknown field"),
+    ({"faults": {"fault": "pause"}}, "faults", "list"),
+    ({"faults": [{"fault": "meteor", "at": 1, "duration": 1}]}, "faults[0].fault", "one of"),
+    ({"faults": [{"fault": "pause", "duration": 1}]}, "faults[0].at", "required"),
+    ({"faults": [{"fault": "pause", "at": 1, "duration": 1, "when": 2}]}, "faults[0].when", "unknown field"),
+    ({"faults": [{"fault": "partition", "at": 1, "duration": 1, "mode": "sideways"}]}, "faults[0].mode", "one of"),
+    ({"faults": [{"fault": "disk-delay", "at": 1, "duration": 1}]}, "faults[0].ms", "ms"),
+    ({"faults": [{"fault": "loss", "at": 1, "duration": 1, "p": 2}]}, "faults[0].p", "probability"),
+    ({"faults": [{"fault": "pause", "at": 1, "duration": 1, "target": []}]}, "faults[0].target", "node names"),
+    ({"sim": {"latency": {"dist": "gaussian"}}}, "sim", "dist"),
+    ({"sim": {"loss": 1.5}}, "sim", "loss"),
+    ({"sim": {"gravity": 1}}, "sim.gravity", "unknown field"),
+])
+def test_each_bad_field_is_named(change, field, problem):
+    data = {**GOOD, **change}
+    with pytest.raises(WorkloadError) as e:
+        parse_workload(data, "bad.yaml")
+    assert f"bad.yaml: field '{field}'" in str(e.value) and problem in str(e.value)
+
+
+def test_missing_file_and_bad_yaml_and_non_mapping(tmp_path):
+    with pytest.raises(WorkloadError, match="no such workload file"):
+        load_workload(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: [unclosed\n")
+    with pytest.raises(WorkloadError, match="not valid YAML"):
+        load_workload(bad)
+    bad.write_text("- just\n- a list\n")
+    with pytest.raises(WorkloadError, match="mapping"):
+        load_workload(bad)
