@@ -50,7 +50,27 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--workloads", nargs="+", type=Path, help="workload files (default: the standard set)")
     p.add_argument("--out", type=Path, help="output directory (default: results/runs/compare-<time>)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p = sub.add_parser("bench", help="benchmarks that print and save their figures")
+    bench = p.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
+    b = bench.add_parser("sim", help="the simulated world's cost against bare SimPy")
+    b.add_argument("--scale", type=float, default=1.0, help="work per case, relative (default 1.0)")
+    b.add_argument("--repeats", type=int, default=5, help="runs per case; the median is quoted (default 5)")
+    b.add_argument("--out", type=Path, help="JSON file (default: results/bench/sim-<time>.json)")
     return parser
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from lab.bench import save
+
+    if args.repeats < 1 or not args.scale > 0:
+        raise UsageError("--repeats must be >= 1 and --scale > 0")
+    if args.bench == "sim":
+        from lab.bench.sim import bench_sim
+
+        print(f"sim world vs bare SimPy (median of {args.repeats}, per wall-second):")
+        results = bench_sim(args.scale, args.repeats)
+    print(f"saved: {save(args.bench, results, args.out)}")
+    return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -102,7 +122,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "backends": cmd_backends, "compare": cmd_compare}
+COMMANDS = {"run": cmd_run, "backends": cmd_backends, "compare": cmd_compare, "bench": cmd_bench}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,6 +14,7 @@ matplotlib.use("Agg")  # files, not windows: this runs in CI and in notebooks al
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 PERCENTILE_TICKS = (50, 90, 99, 99.9, 99.99)
 
@@ -33,6 +34,10 @@ def plot_latency_quantiles(ax, series: Mapping[str, np.ndarray], title: str) -> 
     ax.set_xticks(_x(np.array(PERCENTILE_TICKS)))
     ax.set_xticklabels([f"p{p:g}" for p in PERCENTILE_TICKS])
     ax.set_yscale("log")
+    plain = FuncFormatter(lambda v, _: f"{v:g}")  # 0.2, 1, 50 rather than 2×10⁻¹
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
+    ax.tick_params(axis="y", which="minor", labelsize=7)
     ax.set_ylabel("latency (ms)")
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)

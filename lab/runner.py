@@ -17,14 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import platform
 import secrets
-import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +28,7 @@ from lab import message
 from lab.backends import Backend, Delivery, QueueClient, Rejected, backend_class
 from lab.checker import Verdict, check
 from lab.paths import runs_dir
+from lab.provenance import machine, versions
 from lab.record import Recorder, write_samples
 from lab.runtime import Cancelled, RemoteError, Runtime, Unreachable, World
 from lab.summary import summarize
@@ -311,16 +308,6 @@ async def _tick(rt: Runtime, bar, state: _State, workload: Workload) -> None:
         bar.update(done - bar.n)
 
 
-def _versions() -> dict[str, str]:
-    versions = {"python": sys.version.split()[0]}
-    for package in ("queue-lab", "simpy", "numpy", "pandas", "pyarrow", "pyspark", "locust", "uvloop"):
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            pass
-    return versions
-
-
 def _write_manifest(result: RunResult, world: World) -> None:
     workload = dataclasses.asdict(result.workload)
     manifest = {
@@ -334,13 +321,8 @@ def _write_manifest(result: RunResult, world: World) -> None:
         "world_seconds": round(result.world_seconds, 6),
         "verdict": result.verdict.to_dict(),
         "summary": result.summary,
-        "versions": _versions(),
-        "machine": {
-            "platform": platform.platform(),
-            "machine": platform.machine(),
-            "cpus": os.cpu_count(),
-            "python": platform.python_implementation(),
-        },
+        "versions": versions(),
+        "machine": machine(),
     }
     net = getattr(world, "net", None)
     if world.kind == "sim" and net is not None:

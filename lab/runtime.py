@@ -292,7 +292,22 @@ class LiveWorld:
 
 
 def _run_event_loop(coro: Coroutine[Any, Any, T]) -> T:
-    """asyncio.run with uvloop's loop when it is installed."""
+    """asyncio.run (on uvloop when installed), also from inside a running loop.
+
+    Jupyter kernels already run an event loop in the main thread; there the live world
+    gets a fresh loop on a thread of its own, and the caller waits for it.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return _run_here(coro)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="live-world") as pool:
+        return pool.submit(_run_here, coro).result()
+
+
+def _run_here(coro: Coroutine[Any, Any, T]) -> T:
     try:
         import uvloop
     except ImportError:

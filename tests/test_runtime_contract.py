@@ -171,3 +171,17 @@ def test_concurrent_calls_are_answered_independently(world):
         return fast, slow.done(), await slow
 
     assert run(world, body) == (0.01, False, 0.2)
+
+
+def test_the_live_world_runs_from_inside_a_running_event_loop(tmp_path):
+    """As in a Jupyter kernel, where a loop is already running in the main thread."""
+    import asyncio
+
+    async def inside_a_loop():
+        async def body(rt, _):
+            await rt.sleep(0.01)
+            return "ran"
+
+        return run(LiveWorld(seed=1, root=tmp_path), body)
+
+    assert asyncio.run(inside_a_loop()) == "ran"
