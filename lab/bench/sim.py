@@ -1,6 +1,6 @@
 """`lab bench sim`: what the simulated world costs, against bare SimPy in the same run.
 
-Five measurements, each repeated and reported as the median:
+Five measurements, repeated round-robin and reported as medians:
 
 - bare SimPy: a loop of ``env.timeout`` (events/s) and a Store put/get ping-pong (pairs/s);
 - the Runtime driver: a core's ``await rt.sleep`` loop (the same events through ``_drive``);
@@ -22,13 +22,15 @@ from models.network import LatencyModel
 from models.world import SimConfig, SimWorld
 
 
-def _timed(fn: Callable[[], int], repeats: int) -> list[float]:
-    """Rates (units per wall-second) of ``repeats`` runs of ``fn``, which returns its unit count."""
-    rates = []
+def _interleaved(cases: dict[str, Callable[[], int]], repeats: int) -> dict[str, list[float]]:
+    """Rates (units per wall-second) of each case, run round-robin so that drift in a
+    shared machine's speed hits every case alike."""
+    rates: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(repeats):
-        start = time.perf_counter()
-        units = fn()
-        rates.append(units / (time.perf_counter() - start))
+        for name, fn in cases.items():
+            start = time.perf_counter()
+            units = fn()
+            rates[name].append(units / (time.perf_counter() - start))
     return rates
 
 
@@ -116,8 +118,7 @@ def bench_sim(scale: float = 1.0, repeats: int = 5, echo: Callable[[str], None] 
         "runner_ops_per_s": lambda: full_model(max(500, n // 10)),
     }
     results: dict[str, Any] = {}
-    for name, fn in cases.items():
-        rates = _timed(fn, repeats)
+    for name, rates in _interleaved(cases, repeats).items():
         results[name] = {"median": statistics.median(rates), "runs": rates}
         echo(f"  {name:<26} {statistics.median(rates):>12,.0f}   (runs: {', '.join(f'{r:,.0f}' for r in rates)})")
     base = results["simpy_timeouts_per_s"]["median"]
