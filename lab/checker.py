@@ -73,8 +73,8 @@ class Verdict:
         return (
             f"{verdict}: {self.attempts} attempted, {self.ok} ok, {self.lost} lost, "
             f"{self.unexpected} unexpected, {self.duplicated} duplicated, {self.recovered} recovered; "
-            f"{r.inversions} inversions in {r.reordered_streams}/{r.streams} streams "
-            f"(largest displacement {r.max_displacement})"
+            f"{r.inversions} inversions ({r.reordered_streams} of {r.streams} streams reordered, "
+            f"largest displacement {r.max_displacement})"
         )
 
 

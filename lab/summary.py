@@ -90,8 +90,10 @@ def format_table(summary: dict[str, Any]) -> str:
     lines = [f"{'op':<8}{'count':>9}{'ok':>9}{'fail':>7}{'info':>7}{'ok/s':>10}{'p50':>11}{'p99':>11}{'p99.9':>11}{'max':>11}"]
     for op, s in summary.items():
         rate = s.get("ops_per_s", float("nan"))
+        derived = "ok" not in s  # e2e and delay rows: counts of values, not operations
         lines.append(
-            f"{op:<8}{s['count']:>9}{s.get('ok', s['count']):>9}{s.get('fail', 0):>7}{s.get('info', 0):>7}"
+            f"{op:<8}{s['count']:>9}{'-' if derived else s['ok']:>9}{'-' if derived else s['fail']:>7}"
+            f"{'-' if derived else s['info']:>7}"
             f"{'-' if rate != rate else f'{rate:,.0f}':>10}"
             f"{format_ns(s['p50_ns']):>11}{format_ns(s['p99_ns']):>11}{format_ns(s['p999_ns']):>11}{format_ns(s['max_ns']):>11}"
         )
