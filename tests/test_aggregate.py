@@ -1,0 +1,136 @@
+"""The Spark pipeline against exact numbers: percentiles, end to end, throughput, merging, checks."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from pyspark.sql import functions as F
+
+from lab.aggregate import KEYS, QUANTILES, SUMMARY_COLUMNS, aggregate, bucket_counts, load_samples, merge_buckets, percentiles, prepare
+from lab.checker import check
+from lab.record import ALPHA, Recorder, read_samples, write_samples
+from lab.runner import run
+from lab.workload import parse_workload
+
+
+def write_run(path, run_id, rows, backend="hand", scenario="hand-made"):
+    """rows: (op, client, msg_id, outcome, t_start_ns, latency_ns[, phase])."""
+    rec = Recorder(run_id, "sim", backend, scenario)
+    for op, client, msg_id, outcome, start, latency, *phase in rows:
+        rec.record("n", client, op, "q0", msg_id, start, latency, outcome, None, 10, phase[0] if phase else "steady")
+    path.mkdir(parents=True, exist_ok=True)
+    write_samples(rec.table(), path / "samples.parquet")
+    return path
+
+
+def row(summary: pd.DataFrame, **match) -> pd.Series:
+    found = summary
+    for key, value in match.items():
+        found = found[found[key] == value]
+    assert len(found) == 1, f"{len(found)} rows match {match}"
+    return found.iloc[0]
+
+
+def test_percentiles_are_within_one_percent_of_exact_numpy(spark, tmp_path):
+    rng = np.random.default_rng(7)
+    latencies = {"put": np.round(rng.lognormal(12, 0.6, 120_000)),
+                 "get": np.concatenate([np.round(rng.lognormal(13, 1.5, 80_000)), np.zeros(50)])}
+    rows = [(op, "c0", None if op == "get" else f"p0:{i}", "ok", i * 1000, int(v), "steady")
+            for op, values in latencies.items() for i, v in enumerate(values)]
+    # gets need a message id to count as deliveries
+    rows = [(op, c, m if m else f"p0:{t // 1000}", o, t, v, p) for op, c, m, o, t, v, p in rows]
+    result = aggregate(spark, [write_run(tmp_path / "r", "r1", rows)], tmp_path / "out")
+    for op, values in latencies.items():
+        r = row(result.summary, op=op, phase="steady")
+        assert r["count"] == len(values) and r["max_ns"] == values.max()
+        for name, q in QUANTILES.items():
+            exact = np.quantile(values, q, method="lower")
+            assert abs(r[name] - exact) <= ALPHA * exact + 1e-9, (op, name, r[name], exact)
+    assert list(result.summary.columns) == SUMMARY_COLUMNS
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())[0]["run_id"] == "r1"
+
+
+def test_end_to_end_latency_joins_puts_and_deliveries(spark, tmp_path):
+    rows = [
+        ("put", "p0", "p0:0", "ok", 1_000, 100),
+        ("put", "p0", "p0:1", "ok", 2_000, 100),
+        ("put", "p0", "p0:2", "info", 3_000, 100),  # unknown outcome, delivered anyway
+        ("get", "c0", "p0:0", "ok", 1_500, 500),  # delivered at 2_000: e2e 1_000
+        ("get", "c0", "p0:1", "ok", 5_000, 1_000),  # delivered at 6_000: e2e 4_000
+        ("get", "c0", "p0:2", "ok", 9_000, 1_000),  # delivered at 10_000: e2e 7_000
+        ("get", "c0", None, "fail", 11_000, 50),  # empty: not a delivery
+    ]
+    summary = aggregate(spark, [write_run(tmp_path / "r", "r1", rows)], tmp_path / "out").summary
+    e2e = row(summary, op="e2e", phase="steady")
+    assert e2e["count"] == 3 and e2e["max_ns"] == 7_000
+    assert e2e["p50_ns"] == pytest.approx(4_000, rel=ALPHA)
+    get = row(summary, op="get", phase="steady")
+    assert (get["count"], get["ok"], get["fail"]) == (4, 3, 1)
+
+
+def test_per_second_throughput_series_fills_gaps_and_trims_partial_edges(spark, tmp_path):
+    per_second = [5, 10, 0, 7, 3]  # completions in seconds 0..4; second 2 is a stall
+    rows, n = [], 0
+    for second, count in enumerate(per_second):
+        for k in range(count):
+            rows.append(("put", "p0", f"p0:{n}", "ok", second * 10**9 + k * 1000, 10))
+            n += 1
+    result = aggregate(spark, [write_run(tmp_path / "r", "r1", rows)], tmp_path / "out")
+    series = result.throughput[(result.throughput.op == "put") & (result.throughput.phase == "steady")]
+    assert series["second"].tolist() == [1, 2, 3] and series["ops"].tolist() == [10, 0, 7]
+    put = row(result.summary, op="put", phase="steady")
+    expected = np.percentile([10, 0, 7], [5, 50, 95])
+    assert [put["tput_p5"], put["tput_p50"], put["tput_p95"]] == pytest.approx(expected)
+
+
+def test_measured_rows_merge_steady_fault_and_heal_but_not_warmup_or_drain(spark, tmp_path):
+    phases = ["warmup", "steady", "fault", "heal", "drain"]
+    rows = [("put", "p0", f"p0:{i}", "ok", i * 10**6, 1000 * (i + 1), phases[i % 5]) for i in range(500)]
+    summary = aggregate(spark, [write_run(tmp_path / "r", "r1", rows)], tmp_path / "out").summary
+    measured = row(summary, op="put", phase="measured")
+    parts = summary[(summary.op == "put") & summary.phase.isin(["steady", "fault", "heal"])]
+    assert measured["count"] == parts["count"].sum() == 300
+    assert measured["max_ns"] == parts["max_ns"].max()
+
+
+def test_merging_two_runs_histograms_equals_aggregating_their_union(spark, tmp_path):
+    rng = np.random.default_rng(3)
+    a = [("put", "p0", f"p0:{i}", "ok", i, int(v)) for i, v in enumerate(rng.lognormal(10, 1, 20_000))]
+    b = [("put", "p1", f"p1:{i}", "ok", i, int(v)) for i, v in enumerate(rng.lognormal(11, 0.5, 30_000))]
+    write_run(tmp_path / "a", "run-a", a)
+    write_run(tmp_path / "b", "run-b", b)
+    write_run(tmp_path / "u", "run-u", a + b)
+    keys = ["backend", "world", "scenario", "op", "phase"]
+
+    def pct(paths):
+        completed, _ = prepare(load_samples(spark, paths))
+        merged = merge_buckets(bucket_counts(completed), keys)
+        return percentiles(merged, keys).filter(F.col("op") == "put").toPandas().iloc[0]
+
+    merged, union = pct([tmp_path / "a", tmp_path / "b"]), pct([tmp_path / "u"])
+    for name in [*QUANTILES, "max_ns"]:
+        assert merged[name] == union[name]
+
+
+def test_checker_totals_agree_with_the_python_checker_on_real_runs(spark, tmp_path):
+    crash = parse_workload({"name": "crash", "producers": 4, "consumers": 1, "rate": 8000, "duration": 0.6,
+                            "seed": 3, "faults": [{"fault": "crash", "at": 0.3, "duration": 0.1}]})
+    clean = parse_workload({"name": "clean", "producers": 2, "consumers": 2, "rate": 2000, "duration": 0.5,
+                            "ack": "reliable", "seed": 1})
+    runs = [run(w, "ideal", "sim", out=tmp_path / w.name, progress=False) for w in (crash, clean)]
+    totals = aggregate(spark, [r.run_dir for r in runs], tmp_path / "out").checks.set_index("run_id")
+    for r in runs:
+        expected = check(read_samples(r.run_dir))
+        got = totals.loc[r.run_id]
+        fields = ("attempts", "enqueued", "dequeued", "ok", "lost", "unexpected", "duplicated", "recovered")
+        assert {f: int(got[f]) for f in fields} == {f: getattr(expected, f) for f in fields}
+        assert bool(got["valid"]) == expected.valid
+    assert not totals.loc[runs[0].run_id, "valid"]  # the crash really lost messages
+
+
+def test_missing_run_directories_are_a_clear_error(spark, tmp_path):
+    with pytest.raises(FileNotFoundError, match="no samples"):
+        aggregate(spark, [tmp_path / "nothing"], tmp_path / "out")
