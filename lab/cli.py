@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from lab.backends import REGISTRY, UnknownBackend, backend_class
+from lab.spark import JavaMissing
 from lab.workload import WorkloadError, load_workload
 
 
@@ -19,7 +20,7 @@ class UsageError(Exception):
     """A mistake in how the command was called."""
 
 
-USER_ERRORS = (UsageError, WorkloadError, UnknownBackend)
+USER_ERRORS = (UsageError, WorkloadError, UnknownBackend, JavaMissing)
 
 
 def _seed(text: str) -> int:
@@ -50,6 +51,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--workloads", nargs="+", type=Path, help="workload files (default: the standard set)")
     p.add_argument("--out", type=Path, help="output directory (default: results/runs/compare-<time>)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p = sub.add_parser("aggregate", help="summarise the samples of runs with Spark")
+    p.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories (or compare folders)")
+    p.add_argument("--out", type=Path, help="output directory (default: results/summaries/<time>)")
+    p.add_argument("--master", help="Spark master: local[*] (default), local[N] or spark://HOST:7077")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)")
+
     p = sub.add_parser("bench", help="benchmarks that print and save their figures")
     bench = p.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
     b = bench.add_parser("sim", help="the simulated world's cost against bare SimPy")
@@ -57,6 +64,52 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--repeats", type=int, default=5, help="runs per case; the median is quoted (default 5)")
     b.add_argument("--out", type=Path, help="JSON file (default: results/bench/sim-<time>.json)")
     return parser
+
+
+def _spark_conf(items: list[str]) -> dict[str, str]:
+    conf = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--conf takes KEY=VALUE, got {item!r}")
+        conf[key.strip()] = value.strip()
+    return conf
+
+
+def cmd_aggregate(args: argparse.Namespace) -> int:
+    from datetime import datetime, timezone
+
+    from lab.aggregate import aggregate, sample_files
+    from lab.paths import results_dir
+    from lab.spark import spark_session
+
+    try:
+        sample_files(args.runs)  # a missing run fails before a JVM starts
+    except FileNotFoundError as e:
+        raise UsageError(str(e)) from None
+    out = args.out or results_dir() / "summaries" / datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    result = aggregate(spark_session(args.master, _spark_conf(args.conf)), args.runs, out)
+    print(format_summary(result.summary))
+    print()
+    for _, c in result.checks.iterrows():
+        verdict = "VALID" if c["valid"] else "INVALID"
+        print(f"{c['run_id']}: {verdict}: {c['attempts']} attempted, {c['ok']} ok, {c['lost']} lost, "
+              f"{c['unexpected']} unexpected, {c['duplicated']} duplicated, {c['recovered']} recovered")
+    print(f"\nsummaries: {result.directory} (summary, throughput, checks as .parquet and .json)")
+    return 0
+
+
+def format_summary(summary) -> str:
+    """The phase="measured" rows of a Spark summary, for people."""
+    from lab.summary import format_ns
+
+    rows = summary[summary["phase"] == "measured"]
+    header = f"{'run':<44}{'op':<6}{'count':>9}{'ok':>9}{'tput p50':>10}{'p50':>10}{'p99':>10}{'p99.9':>10}{'p99.99':>10}"
+    lines = [header]
+    for _, r in rows.iterrows():
+        lines.append(f"{r['run_id'][:43]:<44}{r['op']:<6}{r['count']:>9}{r['ok']:>9}{r['tput_p50']:>10,.0f}"
+                     + "".join(f"{format_ns(r[c]):>10}" for c in ("p50_ns", "p99_ns", "p999_ns", "p9999_ns")))
+    return "\n".join(lines)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -122,7 +175,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "backends": cmd_backends, "compare": cmd_compare, "bench": cmd_bench}
+COMMANDS = {"run": cmd_run, "backends": cmd_backends, "compare": cmd_compare, "aggregate": cmd_aggregate,
+            "bench": cmd_bench}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,9 +1,12 @@
 """`lab compare`: the standard workloads on every registered backend, in both worlds.
 
 Each (workload, backend, world) is one run of the runner, written under one compare
-folder; the comparison is a table (Markdown for people, CSV for tools) and a latency
-chart (put latency and end-to-end latency by percentile, one line per backend and
-world). Workloads with a fault schedule run in the sim world only.
+folder; the Spark pipeline (``lab.aggregate``) then summarises all of them at once.
+The comparison is a table (Markdown for people, CSV for tools) built from the
+pipeline's ``measured`` rows and checker totals — plus the reordering that only the
+per-run checker measures — and a latency chart (put and end-to-end latency by
+percentile, one line per backend and world). Workloads with a fault schedule run in the
+sim world only.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from lab.aggregate import MEASURED, Aggregation, aggregate
 from lab.backends import REGISTRY, backend_class
 from lab.paths import runs_dir
 from lab.plots import latency_figure
@@ -26,7 +30,7 @@ from lab.workload import Workload, load_workload
 
 STANDARD_WORKLOADS = Path(__file__).parent / "workloads"
 
-COLUMNS = ("workload", "backend", "world", "put_ok_per_s", "get_ok_per_s", "put_p50_ns", "put_p99_ns",
+COLUMNS = ("workload", "backend", "world", "put_tput_p50", "get_tput_p50", "put_p50_ns", "put_p99_ns",
            "put_p999_ns", "e2e_p50_ns", "e2e_p99_ns", "e2e_p999_ns", "lost", "duplicated", "unexpected",
            "recovered", "inversions", "valid", "run_id")
 
@@ -69,7 +73,7 @@ def compare(
     directory = Path(out) if out is not None else runs_dir() / f"compare-{stamp}"
     directory.mkdir(parents=True, exist_ok=True)
 
-    rows: list[dict[str, Any]] = []
+    results: list[RunResult] = []
     panels: dict[str, dict[str, np.ndarray]] = {}
     for workload in workloads:
         for backend in backends:
@@ -78,14 +82,19 @@ def compare(
                     continue
                 result = run(workload, backend, world, out=directory / f"{workload.name}-{backend}-{world}",
                              progress=progress)
-                rows.append(_row(result))
-                echo(f"  {workload.name:<16} {backend:<10} {world:<5} {result.verdict.line()[:60]}…  "
-                     f"({result.wall_seconds:.1f} s)")
+                results.append(result)
+                echo(f"  {workload.name:<16} {backend:<10} {world:<5} {'VALID' if result.verdict.valid else 'INVALID'}"
+                     f"  {result.samples:>8,} operations in {result.wall_seconds:.1f} s")
                 put, e2e = _latencies(result)
                 label = f"{backend} ({world})"
                 panels.setdefault(f"{workload.name}: put latency", {})[label] = put
                 panels.setdefault(f"{workload.name}: end to end", {})[label] = e2e
 
+    echo("  aggregating with Spark ...")
+    from lab.spark import spark_session
+
+    summaries = aggregate(spark_session(), [r.run_dir for r in results], directory / "summary")
+    rows = [_row(result, summaries) for result in results]
     comparison = Comparison(rows, directory)
     _write_csv(rows, comparison.csv_path)
     comparison.markdown_path.write_text(markdown_table(rows) + "\n")
@@ -93,27 +102,34 @@ def compare(
     return comparison
 
 
-def _row(result: RunResult) -> dict[str, Any]:
-    s, v = result.summary, result.verdict
-    put, get, e2e = s.get("put", {}), s.get("get", {}), s.get("e2e", {})
+def _row(result: RunResult, summaries: Aggregation) -> dict[str, Any]:
+    summary = summaries.summary
+    measured = summary[(summary.run_id == result.run_id) & (summary.phase == MEASURED)]
+    by_op = {r["op"]: r for _, r in measured.iterrows()}
+    checks = summaries.checks[summaries.checks.run_id == result.run_id].iloc[0]
+
+    def value(op: str, column: str) -> float | None:
+        r = by_op.get(op)
+        return None if r is None or r[column] != r[column] else float(r[column])
+
     return {
         "workload": result.workload.name,
         "backend": result.backend,
         "world": result.world,
-        "put_ok_per_s": put.get("ops_per_s"),
-        "get_ok_per_s": get.get("ops_per_s"),
-        "put_p50_ns": put.get("p50_ns"),
-        "put_p99_ns": put.get("p99_ns"),
-        "put_p999_ns": put.get("p999_ns"),
-        "e2e_p50_ns": e2e.get("p50_ns"),
-        "e2e_p99_ns": e2e.get("p99_ns"),
-        "e2e_p999_ns": e2e.get("p999_ns"),
-        "lost": v.lost,
-        "duplicated": v.duplicated,
-        "unexpected": v.unexpected,
-        "recovered": v.recovered,
-        "inversions": v.reordering.inversions,
-        "valid": v.valid,
+        "put_tput_p50": value("put", "tput_p50"),
+        "get_tput_p50": value("get", "tput_p50"),
+        "put_p50_ns": value("put", "p50_ns"),
+        "put_p99_ns": value("put", "p99_ns"),
+        "put_p999_ns": value("put", "p999_ns"),
+        "e2e_p50_ns": value("e2e", "p50_ns"),
+        "e2e_p99_ns": value("e2e", "p99_ns"),
+        "e2e_p999_ns": value("e2e", "p999_ns"),
+        "lost": int(checks["lost"]),
+        "duplicated": int(checks["duplicated"]),
+        "unexpected": int(checks["unexpected"]),
+        "recovered": int(checks["recovered"]),
+        "inversions": result.verdict.reordering.inversions,
+        "valid": bool(checks["valid"]),
         "run_id": result.run_id,
     }
 
@@ -132,11 +148,11 @@ def _write_csv(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 def markdown_table(rows: list[dict[str, Any]]) -> str:
-    header = ("workload", "backend", "world", "put ok/s", "get ok/s", "put p50", "put p99", "put p99.9",
+    header = ("workload", "backend", "world", "put/s p50", "get/s p50", "put p50", "put p99", "put p99.9",
               "e2e p50", "e2e p99", "e2e p99.9", "lost", "dup", "unexp", "inversions", "valid")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in rows:
-        cells = [r["workload"], r["backend"], r["world"], _rate(r["put_ok_per_s"]), _rate(r["get_ok_per_s"]),
+        cells = [r["workload"], r["backend"], r["world"], _rate(r["put_tput_p50"]), _rate(r["get_tput_p50"]),
                  *(format_ns(_num(r[k])) for k in ("put_p50_ns", "put_p99_ns", "put_p999_ns",
                                                    "e2e_p50_ns", "e2e_p99_ns", "e2e_p999_ns")),
                  r["lost"], r["duplicated"], r["unexpected"], r["inversions"], "yes" if r["valid"] else "**NO**"]

@@ -43,7 +43,7 @@ def check_java() -> None:
 def settings(master: str | None = None, conf: Mapping[str, str] | None = None) -> tuple[str, dict[str, str]]:
     """The master and configuration a session would start with."""
     merged = dict(DEFAULTS)
-    merged["spark.driver.extraJavaOptions"] = f"-Dlog4j.configurationFile=file:{LOG_CONFIG}"
+    merged["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{LOG_CONFIG}"
     env = os.environ.get("QUEUE_LAB_SPARK_CONF", "")
     for item in filter(None, (part.strip() for part in env.split(","))):
         key, sep, value = item.partition("=")

@@ -67,6 +67,7 @@ def test_compare_writes_the_table_and_the_chart(small, tmp_path):
     assert out.returncode == 0, out.stderr
     assert "| small | ideal | sim |" in out.stdout and "| small | ideal | live |" in out.stdout
     rows = list(csv.DictReader((tmp_path / "cmp" / "compare.csv").open()))
+    assert (tmp_path / "cmp" / "summary" / "summary.parquet").exists()
     assert [(r["backend"], r["world"], r["valid"]) for r in rows] == [("ideal", "sim", "True"), ("ideal", "live", "True")]
     png = (tmp_path / "cmp" / "latency.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
