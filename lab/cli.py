@@ -63,6 +63,12 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--scale", type=float, default=1.0, help="work per case, relative (default 1.0)")
     b.add_argument("--repeats", type=int, default=5, help="runs per case; the median is quoted (default 5)")
     b.add_argument("--out", type=Path, help="JSON file (default: results/bench/sim-<time>.json)")
+    b = bench.add_parser("aggregate", help="the Spark pipeline on synthetic samples, beside DuckDB")
+    b.add_argument("--rows", type=int, default=10_000_000, help="synthetic sample rows (default 10,000,000)")
+    b.add_argument("--master", help="Spark master (default local[*])")
+    b.add_argument("--cluster", action="store_true", help="start a standalone cluster (master + 2 workers) and use it")
+    b.add_argument("--repeats", type=int, default=3, help="timed runs per case; the median is quoted (default 3)")
+    b.add_argument("--out", type=Path, help="JSON file (default: results/bench/aggregate-<time>.json)")
     return parser
 
 
@@ -115,13 +121,24 @@ def format_summary(summary) -> str:
 def cmd_bench(args: argparse.Namespace) -> int:
     from lab.bench import save
 
-    if args.repeats < 1 or not args.scale > 0:
-        raise UsageError("--repeats must be >= 1 and --scale > 0")
+    if args.repeats < 1:
+        raise UsageError("--repeats must be >= 1")
     if args.bench == "sim":
         from lab.bench.sim import bench_sim
 
+        if not args.scale > 0:
+            raise UsageError("--scale must be > 0")
         print(f"sim world vs bare SimPy (median of {args.repeats}, per wall-second):")
         results = bench_sim(args.scale, args.repeats)
+    else:
+        from lab.bench.aggregate import bench_aggregate
+
+        if args.rows < 1000:
+            raise UsageError("--rows must be at least 1000")
+        if args.cluster and args.master:
+            raise UsageError("--cluster starts its own master; leave out --master")
+        print(f"Spark pipeline on {args.rows:,} synthetic samples (median of {args.repeats}):")
+        results = bench_aggregate(args.rows, args.master, args.repeats, args.cluster)
     print(f"saved: {save(args.bench, results, args.out)}")
     return 0
 

@@ -37,7 +37,8 @@ SAMPLE_SCHEMA = pa.schema(
         ("client", pa.string()),
         ("op", pa.string()),
         ("queue", pa.string()),
-        ("msg_id", pa.string()),  # "<producer>:<seq>"; null for an empty get
+        ("msg_id", pa.string()),  # "<producer>:<seq>"; null only for a get that found nothing
+        # ... which is outcome "fail" with error "empty": an ok get always has a msg_id.
         ("t_start_ns", pa.int64()),
         ("latency_ns", pa.int64()),
         ("outcome", pa.string()),
