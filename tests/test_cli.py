@@ -71,3 +71,27 @@ def test_compare_writes_the_table_and_the_chart(small, tmp_path):
     assert [(r["backend"], r["world"], r["valid"]) for r in rows] == [("ideal", "sim", "True"), ("ideal", "live", "True")]
     png = (tmp_path / "cmp" / "latency.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
+
+
+def test_aggregate_summarises_runs_with_spark(small, tmp_path):
+    run_dir = tmp_path / "r"
+    assert lab("run", str(small), "--backend", "ideal", "--out", str(run_dir)).returncode == 0
+    out = lab("aggregate", str(run_dir), "--out", str(tmp_path / "agg"), "--conf", "spark.sql.shuffle.partitions=2")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "VALID: 500 attempted, 500 ok, 0 lost" in out.stdout
+    assert {p.name for p in (tmp_path / "agg").iterdir()} >= {"summary.parquet", "summary.json", "checks.json",
+                                                              "throughput.parquet", "histograms.parquet"}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["aggregate", "/nonexistent/run"], "no samples in /nonexistent/run"),
+    (["aggregate", "{run}", "--conf", "nokey"], "--conf takes KEY=VALUE"),
+    (["bench", "aggregate", "--rows", "10"], "--rows must be at least 1000"),
+    (["bench", "aggregate", "--cluster", "--master", "local[1]"], "--cluster starts its own master"),
+])
+def test_aggregate_and_bench_mistakes_are_one_line(args, message, tmp_path, small):
+    run_dir = tmp_path / "r"
+    if "{run}" in args:
+        assert lab("run", str(small), "--backend", "ideal", "--out", str(run_dir)).returncode == 0
+    out = lab(*[a.replace("{run}", str(run_dir)) for a in args])
+    assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
