@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 SCRIPT = """
 import sys
 from lab.aggregate import aggregate
-from lab.spark import spark_session
+from lab.spark import spark_session, stop_session
 from lab.spark_cluster import standalone_cluster
 
 with standalone_cluster(workers=2, cores=1, memory="1g") as url:
@@ -29,6 +29,7 @@ with standalone_cluster(workers=2, cores=1, memory="1g") as url:
     assert spark.sparkContext.master == url
     aggregate(spark, [sys.argv[1]], sys.argv[2])
     print("executors:", spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1)  # minus the driver
+    stop_session()
 """
 
 

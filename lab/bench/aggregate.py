@@ -52,9 +52,14 @@ def bench_aggregate(rows: int, master: str | None, repeats: int, cluster: bool,
     if cluster:
         from lab.spark_cluster import standalone_cluster
 
+        from lab.spark import stop_session
+
         with standalone_cluster(workers=2, cores=1, log_dir=results_dir() / "bench" / "spark-cluster-logs") as url:
             echo(f"  standalone cluster: {url} (2 workers x 1 core)")
-            return _measure(files, rows, url, repeats, echo, with_duckdb=False)
+            try:
+                return _measure(files, rows, url, repeats, echo, with_duckdb=False)
+            finally:
+                stop_session()  # before the cluster goes: a session outliving it logs errors
     return _measure(files, rows, master, repeats, echo, with_duckdb=True)
 
 
