@@ -88,6 +88,7 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
     from lab.aggregate import aggregate, sample_files
     from lab.paths import results_dir
     from lab.spark import spark_session
+    from lab.summary import format_spark_summary
 
     try:
         sample_files(args.runs)  # a missing run fails before a JVM starts
@@ -95,7 +96,7 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     out = args.out or results_dir() / "summaries" / datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     result = aggregate(spark_session(args.master, _spark_conf(args.conf)), args.runs, out)
-    print(format_summary(result.summary))
+    print(format_spark_summary(result.summary))
     print()
     for _, c in result.checks.iterrows():
         verdict = "VALID" if c["valid"] else "INVALID"
@@ -103,19 +104,6 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
               f"{c['unexpected']} unexpected, {c['duplicated']} duplicated, {c['recovered']} recovered")
     print(f"\nsummaries: {result.directory} (summary, throughput, checks as .parquet and .json)")
     return 0
-
-
-def format_summary(summary) -> str:
-    """The phase="measured" rows of a Spark summary, for people."""
-    from lab.summary import format_ns
-
-    rows = summary[summary["phase"] == "measured"]
-    header = f"{'run':<44}{'op':<6}{'count':>9}{'ok':>9}{'tput p50':>10}{'p50':>10}{'p99':>10}{'p99.9':>10}{'p99.99':>10}"
-    lines = [header]
-    for _, r in rows.iterrows():
-        lines.append(f"{r['run_id'][:43]:<44}{r['op']:<6}{r['count']:>9}{r['ok']:>9}{r['tput_p50']:>10,.0f}"
-                     + "".join(f"{format_ns(r[c]):>10}" for c in ("p50_ns", "p99_ns", "p999_ns", "p9999_ns")))
-    return "\n".join(lines)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

@@ -116,8 +116,13 @@ def test_checker_totals_agree_with_the_python_checker_on_real_runs(spark, tmp_pa
     clean = parse_workload({"name": "clean", "producers": 2, "consumers": 2, "rate": 2000, "duration": 0.5,
                             "ack": "reliable", "seed": 1})
     runs = [run(w, "ideal", "sim", out=tmp_path / w.name, progress=False) for w in (crash, clean)]
-    totals = aggregate(spark, [r.run_dir for r in runs], tmp_path / "out").checks.set_index("run_id")
+    result = aggregate(spark, [r.run_dir for r in runs], tmp_path / "out")
+    totals = result.checks.set_index("run_id")
     for r in runs:
+        # the in-process summary and the pipeline define end to end alike (first delivery)
+        e2e = result.summary[(result.summary.run_id == r.run_id) & (result.summary.op == "e2e")
+                             & (result.summary.phase != "measured")]
+        assert e2e["count"].sum() == r.summary["e2e"]["count"]
         expected = check(read_samples(r.run_dir))
         got = totals.loc[r.run_id]
         fields = ("attempts", "enqueued", "dequeued", "ok", "lost", "unexpected", "duplicated", "recovered")
