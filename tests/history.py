@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
+
 from lab.record import Recorder
 
 
-def history(*ops: tuple) -> "pyarrow.Table":
+def history(*ops: tuple) -> pa.Table:
     """Each op: (op, client, msg_id, outcome[, t_start_ns[, latency_ns]]); queue q0."""
     rec = Recorder("test-run", "sim", "hand", "hand-made")
     for i, op in enumerate(ops):
