@@ -82,7 +82,7 @@ class _State:
         return "steady"
 
 
-def make_world(kind: str, seed: int, workload: Workload | None = None, root: Path | None = None) -> World:
+def make_world(kind: str, seed: int, workload: Workload | None = None) -> World:
     if kind == "sim":
         from models.world import SimConfig, SimWorld
 
@@ -91,7 +91,7 @@ def make_world(kind: str, seed: int, workload: Workload | None = None, root: Pat
     if kind == "live":
         from lab.runtime import LiveWorld
 
-        return LiveWorld(seed, root)
+        return LiveWorld(seed)  # node disks in a temporary folder, removed after the run
     raise ValueError(f"unknown world {kind!r} (sim or live)")
 
 
