@@ -1,0 +1,240 @@
+"""Where a topic's files live: plain files (the default), or a Runtime's disk (the sim world).
+
+The log library is synchronous and embeddable, so this port is synchronous too — except
+fsync on a Runtime disk, which takes simulated (or executor) time: ``RuntimeStore``
+starts each requested fsync at once and its owner awaits ``settle()`` before it
+acknowledges anything. ``FileStore.fsync`` simply blocks.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Awaitable, Protocol
+
+from lab.runtime import Runtime
+
+
+class Handle(Protocol):
+    """An open file: append at the end, read anywhere, truncate."""
+
+    def append(self, data: bytes) -> int: ...
+    def read(self, offset: int, size: int) -> bytes: ...
+    def size(self) -> int: ...
+    def truncate(self, size: int) -> None: ...
+    def close(self) -> None: ...
+
+
+class Store(Protocol):
+    """A topic's folder."""
+
+    location: str
+
+    def names(self) -> list[str]: ...
+    def open(self, name: str) -> Handle: ...
+    def open_read(self, name: str) -> Handle: ...
+    def size(self, name: str) -> int: ...
+    def exists(self, name: str) -> bool: ...
+    def remove(self, name: str) -> None: ...
+    def rename(self, src: str, dst: str) -> None: ...
+    def fsync(self, handle: Handle) -> None: ...
+    def sync_names(self) -> None: ...
+    def age(self, name: str, now: float) -> float: ...
+
+
+class PlainFile:
+    """A real file: appends through ``os.write`` (whole buffers, no partial-record splits)."""
+
+    def __init__(self, path: Path, readonly: bool = False):
+        self.path = path
+        self.fd = os.open(path, os.O_RDONLY) if readonly else os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        self._size = os.fstat(self.fd).st_size
+
+    def append(self, data: bytes) -> int:
+        offset = self._size
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self.fd, view) :]
+        except OSError:
+            # A short write would leave a torn record: cut the file back, so the caller's
+            # buffer (which it keeps) is still the exact continuation of the file.
+            os.ftruncate(self.fd, offset)
+            raise
+        self._size = offset + len(data)
+        return offset
+
+    def read(self, offset: int, size: int) -> bytes:
+        return os.pread(self.fd, size, offset)
+
+    def size(self) -> int:
+        # Another process (or another handle) may be appending: ask the OS.
+        return os.fstat(self.fd).st_size
+
+    def truncate(self, size: int) -> None:
+        os.ftruncate(self.fd, size)
+        self._size = size
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class FileStore:
+    """A topic as a real folder of files."""
+
+    def __init__(self, directory: str | os.PathLike, create: bool = False):
+        self.path = Path(directory)
+        self.location = str(self.path)
+        if create:
+            self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    def names(self) -> list[str]:
+        try:
+            return sorted(os.listdir(self.path))
+        except FileNotFoundError:
+            return []
+
+    def open(self, name: str) -> PlainFile:
+        return PlainFile(self.path / name)
+
+    def open_read(self, name: str) -> PlainFile:
+        return PlainFile(self.path / name, readonly=True)
+
+    def size(self, name: str) -> int:
+        return os.stat(self.path / name).st_size
+
+    def exists(self, name: str) -> bool:
+        return (self.path / name).exists()
+
+    def remove(self, name: str) -> None:
+        os.remove(self.path / name)
+
+    def rename(self, src: str, dst: str) -> None:
+        os.replace(self.path / src, self.path / dst)
+
+    def fsync(self, handle: PlainFile) -> None:
+        os.fsync(handle.fd)
+
+    def sync_names(self) -> None:
+        """Make created, renamed and removed names durable (fsync the folder)."""
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def age(self, name: str, now: float) -> float:
+        return now - os.stat(self.path / name).st_mtime
+
+    def lock(self) -> Any:
+        """Hold an exclusive lock on the topic for one writer (released when closed)."""
+        import fcntl
+
+        fd = os.open(self.path / ".writer.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise RuntimeError(f"{self.location}: another Writer has this topic open") from None
+        return fd
+
+    def unlock(self, token: Any) -> None:
+        os.close(token)
+
+
+class RuntimeFile:
+    """A Runtime disk file shared by every user of the store (one handle per name)."""
+
+    def __init__(self, file: Any, store: "RuntimeStore", name: str):
+        self.file = file
+        self.store = store
+        self.name = name
+
+    def append(self, data: bytes) -> int:
+        offset = self.file.append(data)
+        self.store.touched[self.name] = self.store.rt.now()
+        return offset
+
+    def read(self, offset: int, size: int) -> bytes:
+        return self.file.read(offset, size)
+
+    def size(self) -> int:
+        return self.file.size()
+
+    def truncate(self, size: int) -> None:
+        self.file.truncate(size)
+
+    def close(self) -> None:
+        pass  # shared: closed with the store
+
+
+class RuntimeStore:
+    """A topic as a folder of the Runtime's disk (simulated or live)."""
+
+    def __init__(self, rt: Runtime, directory: str):
+        self.rt = rt
+        self.directory = directory
+        self.location = f"{rt.node}:{directory}"
+        self._files: dict[str, RuntimeFile] = {}
+        self._pending: list[Awaitable[None]] = []
+        # Runtime disks have no mtimes: ages count from the last append seen by this
+        # incarnation, or from its boot — late, never early, so retention is conservative.
+        self.booted = rt.now()
+        self.touched: dict[str, float] = {}
+
+    def _path(self, name: str) -> str:
+        return f"{self.directory}/{name}"
+
+    def names(self) -> list[str]:
+        return self.rt.disk.list(self.directory)
+
+    def open(self, name: str) -> RuntimeFile:
+        handle = self._files.get(name)
+        if handle is None:
+            handle = self._files[name] = RuntimeFile(self.rt.disk.open(self._path(name)), self, name)
+        return handle
+
+    open_read = open
+
+    def size(self, name: str) -> int:
+        return self.open(name).size()
+
+    def exists(self, name: str) -> bool:
+        return self.rt.disk.exists(self._path(name))
+
+    def remove(self, name: str) -> None:
+        handle = self._files.pop(name, None)
+        if handle is not None:
+            handle.file.close()
+        self.rt.disk.remove(self._path(name))
+
+    def rename(self, src: str, dst: str) -> None:
+        for name in (src, dst):
+            handle = self._files.pop(name, None)
+            if handle is not None:
+                handle.file.close()
+        self.rt.disk.rename(self._path(src), self._path(dst))
+
+    def fsync(self, handle: RuntimeFile) -> None:
+        # Started now (it covers every byte appended so far); awaited by settle().
+        self._pending.append(self.rt.spawn(handle.file.fsync(), name=f"fsync {handle.name}"))
+
+    def sync_names(self) -> None:
+        pass  # the Runtime disks make names durable at once
+
+    def age(self, name: str, now: float) -> float:
+        return now - self.touched.get(name, self.booted)
+
+    async def settle(self) -> None:
+        """Wait for every fsync requested so far."""
+        while self._pending:
+            pending, self._pending = self._pending, []
+            for task in pending:
+                await task
+
+    def close(self) -> None:
+        for handle in self._files.values():
+            handle.file.close()
+        self._files.clear()
