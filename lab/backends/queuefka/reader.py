@@ -115,8 +115,14 @@ class Reader:
                 offset, reason, following = parsed.corrupt
                 shift = self._base + self._buf_off
                 raise CorruptRecord(offset + shift, reason, None if following is None else following + shift)
-            if len(out) < max_count and not self._fill():
-                break
+            if len(out) < max_count:
+                try:
+                    if not self._fill():
+                        break
+                except CorruptRecord:
+                    if out:  # deliver what came before it; the next call raises again
+                        break
+                    raise
         return out
 
     def __iter__(self) -> Iterator[tuple[int, bytes]]:

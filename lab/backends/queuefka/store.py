@@ -9,6 +9,7 @@ acknowledges anything. ``FileStore.fsync`` simply blocks.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any, Awaitable, Protocol
 
@@ -39,7 +40,7 @@ class Store(Protocol):
     def rename(self, src: str, dst: str) -> None: ...
     def fsync(self, handle: Handle) -> None: ...
     def sync_names(self) -> None: ...
-    def age(self, name: str, now: float) -> float: ...
+    def age(self, name: str) -> float: ...
 
 
 class PlainFile:
@@ -52,10 +53,11 @@ class PlainFile:
 
     def append(self, data: bytes) -> int:
         offset = self._size
-        view = memoryview(data)
+        done = 0
         try:
-            while view:
-                view = view[os.write(self.fd, view) :]
+            while done < len(data):
+                # No memoryview: an export alive in a traceback would pin the caller's bytearray.
+                done += os.write(self.fd, data[done:] if done else data)
         except OSError:
             # A short write would leave a torn record: cut the file back, so the caller's
             # buffer (which it keeps) is still the exact continuation of the file.
@@ -125,8 +127,9 @@ class FileStore:
         finally:
             os.close(fd)
 
-    def age(self, name: str, now: float) -> float:
-        return now - os.stat(self.path / name).st_mtime
+    def age(self, name: str) -> float:
+        """Seconds since the file was last written."""
+        return time.time() - os.stat(self.path / name).st_mtime
 
     def lock(self) -> Any:
         """Hold an exclusive lock on the topic for one writer (released when closed)."""
@@ -224,8 +227,8 @@ class RuntimeStore:
     def sync_names(self) -> None:
         pass  # the Runtime disks make names durable at once
 
-    def age(self, name: str, now: float) -> float:
-        return now - self.touched.get(name, self.booted)
+    def age(self, name: str) -> float:
+        return self.rt.now() - self.touched.get(name, self.booted)
 
     async def settle(self) -> None:
         """Wait for every fsync requested so far."""
