@@ -210,7 +210,7 @@ class LiveRuntime:
         self.world = world
         self.node = name
         self.random = node_random(world.seed, name)
-        self.disk = LiveDisk(world.root / name)
+        self.disk = LiveDisk(world.disk_roots.get(name, world.root / name))
         self.net = LiveNet(name, world.addresses)
         self._tasks: set[asyncio.Task] = set()
 
@@ -254,10 +254,14 @@ class LiveWorld:
 
     kind = "live"
 
-    def __init__(self, seed: int = 0, root: str | os.PathLike | None = None):
+    def __init__(self, seed: int = 0, root: str | os.PathLike | None = None,
+                 disk_roots: dict[str, str | os.PathLike] | None = None):
+        """Node ``n``'s files live in ``root/n`` unless ``disk_roots`` names a folder for it
+        (a server's ``--data-dir``)."""
         import tempfile
 
         self.seed = seed
+        self.disk_roots = {name: Path(path) for name, path in (disk_roots or {}).items()}
         self._tmp = None if root is not None else tempfile.TemporaryDirectory(prefix="queue-lab-")
         self.root = Path(root if root is not None else self._tmp.name)
         self.addresses: dict[str, tuple[str, int]] = {}

@@ -38,7 +38,7 @@ class Store(Protocol):
     def exists(self, name: str) -> bool: ...
     def remove(self, name: str) -> None: ...
     def rename(self, src: str, dst: str) -> None: ...
-    def fsync(self, handle: Handle) -> None: ...
+    def fsync(self, handle: Handle) -> Any: ...
     def sync_names(self) -> None: ...
     def age(self, name: str) -> float: ...
 
@@ -117,6 +117,7 @@ class FileStore:
         os.replace(self.path / src, self.path / dst)
 
     def fsync(self, handle: PlainFile) -> None:
+        """Blocks until the file is on disk (returns None: nothing left to wait for)."""
         os.fsync(handle.fd)
 
     def sync_names(self) -> None:
@@ -220,9 +221,12 @@ class RuntimeStore:
                 handle.file.close()
         self.rt.disk.rename(self._path(src), self._path(dst))
 
-    def fsync(self, handle: RuntimeFile) -> None:
-        # Started now (it covers every byte appended so far); awaited by settle().
-        self._pending.append(self.rt.spawn(handle.file.fsync(), name=f"fsync {handle.name}"))
+    def fsync(self, handle: RuntimeFile) -> Any:
+        """Start an fsync now (it covers every byte appended so far); the task, which
+        ``settle()`` awaits. Renaming or removing the file must wait until it is done."""
+        task = self.rt.spawn(handle.file.fsync(), name=f"fsync {handle.name}")
+        self._pending.append(task)
+        return task
 
     def sync_names(self) -> None:
         pass  # the Runtime disks make names durable at once

@@ -1,0 +1,248 @@
+"""Queuefka's queue core: topics as segment logs, consumer groups, blocking fetches, retention.
+
+Runs through the Runtime only (the disk through ``RuntimeStore``), so the same core is the
+sim world's server node and the live HTTP front's engine. Requests are plain dataclasses;
+``handle`` answers them. A produce is acknowledged once its records are handed to the
+disk, and — if the fsync policy asks for it — once the fsync completes; a commit always
+waits for its fsync.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from lab.backends.queuefka.framing import segment_base, segment_name
+from lab.backends.queuefka.groups import MODES, Consumer, apply_retention, check_group_name, committed_offsets
+from lab.backends.queuefka.reader import Reader
+from lab.backends.queuefka.store import RuntimeStore
+from lab.backends.queuefka.writer import DEFAULT_SEGMENT_SIZE, FsyncPolicy, Writer
+from lab.runtime import Runtime
+
+MAX_FETCH = 10_000
+
+
+@dataclass(frozen=True)
+class Produce:
+    topic: str
+    payloads: tuple[bytes, ...]
+
+
+@dataclass(frozen=True)
+class Fetch:
+    topic: str
+    group: str
+    max_count: int = 1
+    wait: float = 0.0
+    mode: str = "at-least-once"
+
+
+@dataclass(frozen=True)
+class Commit:
+    topic: str
+    group: str
+    address: int
+
+
+@dataclass(frozen=True)
+class Stats:
+    topic: str
+
+
+@dataclass(frozen=True)
+class Fetched:
+    records: list[tuple[int, bytes]]
+    next: int  # commit this to acknowledge every record up to here
+
+
+class UnknownTopic(LookupError):
+    pass
+
+
+class BadRequest(ValueError):
+    """The request is malformed (a name, mode, count or address); nothing was done."""
+
+
+@dataclass
+class Config:
+    segment_size_hint: int = DEFAULT_SEGMENT_SIZE
+    fsync: str = "never"  # the original never fsynced
+    retention_age: float | None = None  # seconds; None keeps every segment
+    retention_interval: float = 1.0
+    #: at-least-once: records fetched but not committed for this long are handed out again
+    session_timeout: float = 10.0
+
+    def __post_init__(self) -> None:
+        FsyncPolicy.parse(self.fsync)
+        if self.segment_size_hint < 0:
+            raise ValueError(f"segment_size_hint must be >= 0, not {self.segment_size_hint}")
+
+
+def check_topic_name(name: str) -> str:
+    try:
+        return check_group_name(name)
+    except ValueError:
+        raise BadRequest(f"topic name {name!r}: use 1-64 letters, digits, '.', '_' or '-', "
+                         "starting with a letter or digit") from None
+
+
+def _check_group(name: str) -> str:
+    try:
+        return check_group_name(name)
+    except ValueError as e:
+        raise BadRequest(str(e)) from None
+
+
+@dataclass
+class _Group:
+    consumer: Consumer
+    progress_at: float  # when the group last had nothing outstanding, or committed
+
+
+@dataclass
+class _Topic:
+    name: str
+    store: RuntimeStore
+    writer: Writer
+    arrived: Any  # a Runtime event, replaced after every produce
+    groups: dict[str, _Group] = field(default_factory=dict)
+
+
+class QueuefkaCore:
+    """The topics of one node, under the root of its Runtime disk."""
+
+    def __init__(self, rt: Runtime, config: Config | None = None):
+        self.rt = rt
+        self.config = config or Config()
+        self.topics: dict[str, _Topic] = {}
+
+    async def handle(self, source: str, message: Any) -> Any:
+        if isinstance(message, Produce):
+            return await self.produce(message.topic, message.payloads)
+        if isinstance(message, Fetch):
+            return await self.fetch(message.topic, message.group, message.max_count, message.wait, message.mode)
+        if isinstance(message, Commit):
+            return await self.commit(message.topic, message.group, message.address)
+        if isinstance(message, Stats):
+            return self.stats(message.topic)
+        raise TypeError(f"unknown request {type(message).__name__}")
+
+    def topic(self, name: str, create: bool = True) -> _Topic:
+        topic = self.topics.get(name)
+        if topic is None:
+            check_topic_name(name)
+            if not create and not self.rt.disk.exists(name):
+                raise UnknownTopic(f"no topic {name!r}")
+            store = RuntimeStore(self.rt, name)
+            writer = Writer(store, self.config.segment_size_hint, fsync=self.config.fsync, clock=self.rt.now)
+            topic = self.topics[name] = _Topic(name, store, writer, self.rt.event())
+        return topic
+
+    async def produce(self, name: str, payloads: tuple[bytes, ...] | list[bytes]) -> list[int]:
+        """Append ``payloads``; their addresses, once as durable as the fsync policy says."""
+        topic = self.topic(name)
+        addresses = topic.writer.write_many(list(payloads)) if len(payloads) > 1 else [topic.writer.write(payloads[0])]
+        topic.writer.flush()  # readers (consumer groups) see the bytes now
+        await topic.store.settle()
+        arrived, topic.arrived = topic.arrived, self.rt.event()
+        arrived.set()
+        return addresses
+
+    def _group(self, topic: _Topic, group: str, mode: str) -> _Group:
+        state = topic.groups.get(group)
+        if state is None:
+            state = topic.groups[group] = _Group(Consumer(topic.store, group, mode), self.rt.now())
+        state.consumer.mode = mode
+        return state
+
+    async def fetch(self, name: str, group: str, max_count: int = 1, wait: float = 0.0,
+                    mode: str = "at-least-once") -> Fetched:
+        """Up to ``max_count`` records for ``group``, waiting up to ``wait`` seconds for one."""
+        if mode not in MODES:
+            raise BadRequest(f"mode {mode!r}: use {' or '.join(MODES)}")
+        if not 1 <= max_count <= MAX_FETCH:
+            raise BadRequest(f"max {max_count}: use 1 to {MAX_FETCH}")
+        _check_group(group)
+        topic = self.topic(name)
+        state = self._group(topic, group, mode)
+        deadline = self.rt.now() + max(0.0, wait)
+        while True:
+            consumer = state.consumer
+            if consumer.position == consumer.committed:
+                state.progress_at = self.rt.now()
+            elif self.rt.now() - state.progress_at > self.config.session_timeout:
+                consumer.rewind()  # fetched long ago, never committed: hand them out again
+                state.progress_at = self.rt.now()
+            records = consumer.poll(max_count)
+            if records:
+                await topic.store.settle()  # at-most-once: the commit is durable first
+                return Fetched(records, consumer.position)
+            remaining = deadline - self.rt.now()
+            if remaining <= 0:
+                return Fetched([], consumer.position)
+            await self.rt.wait(topic.arrived, remaining)
+
+    async def commit(self, name: str, group: str, address: int) -> int:
+        """Commit ``address`` for ``group`` (a record address, or the end of the log)."""
+        _check_group(group)
+        topic = self.topic(name)
+        state = self._group(topic, group, topic.groups[group].consumer.mode if group in topic.groups else MODES[0])
+        self._check_commit_address(topic, address)
+        state.consumer.commit(address)
+        state.progress_at = self.rt.now()
+        await topic.store.settle()
+        return state.consumer.committed
+
+    def _check_commit_address(self, topic: _Topic, address: int) -> None:
+        topic.writer.flush()
+        end = topic.writer.address
+        if not isinstance(address, int) or address < 0 or address > end:
+            raise BadRequest(f"address {address!r} is not in topic {topic.name!r} (0 to {end})")
+        if address < end:  # it must be where a record starts
+            try:
+                with Reader(topic.store, address) as reader:
+                    if reader.read() is None:
+                        raise ValueError("no record")
+            except ValueError:  # AddressError, CorruptRecord
+                raise BadRequest(f"address {address} is not a record address in topic {topic.name!r}") from None
+
+    def stats(self, name: str) -> dict[str, Any]:
+        topic = self.topic(name, create=False)
+        topic.writer.flush()
+        bases = sorted(b for b in map(segment_base, topic.store.names()) if b is not None)
+        end = topic.writer.address
+        groups = committed_offsets(topic.store)
+        groups.update({g: s.consumer.committed for g, s in topic.groups.items()})
+        return {
+            "topic": name,
+            "segments": len(bases),
+            "first_address": bases[0] if bases else 0,
+            "end_address": end,
+            "bytes": sum(topic.store.size(segment_name(b)) for b in bases),
+            "groups": {g: {"committed": c, "lag_bytes": end - c,
+                           "position": topic.groups[g].consumer.position if g in topic.groups else c}
+                       for g, c in sorted(groups.items())},
+        }
+
+    async def retain(self) -> list[str]:
+        """Apply retention to every open topic once; the deleted segments."""
+        if self.config.retention_age is None:
+            return []
+        deleted = []
+        for topic in self.topics.values():
+            deleted += [f"{topic.name}/{n}" for n in apply_retention(topic.store, self.config.retention_age)]
+        return deleted
+
+    async def run_retention(self) -> None:
+        """Apply retention every ``retention_interval`` seconds (spawn it at boot)."""
+        while self.config.retention_age is not None:
+            await self.rt.sleep(self.config.retention_interval)
+            await self.retain()
+
+    def close(self) -> None:
+        for topic in self.topics.values():
+            for state in topic.groups.values():
+                state.consumer.close()
+            topic.writer.close()
+            topic.store.close()
+        self.topics.clear()

@@ -1,0 +1,194 @@
+"""Queue semantics on the log: consumer groups with durable committed offsets, and retention.
+
+A group's committed offset is the address it resumes from. Commits are kept beside the
+segments in ``<group>.group`` — an append-only file of records in the log's own framing
+(an 8-byte LE address each; the last valid one wins, a torn tail is ignored and cut),
+compacted by write-and-rename when it grows. The original's glob of ``*.slab`` never
+sees these files, so a topic stays readable by it.
+
+Delivery modes: **at-least-once** — ``poll`` hands records out, the caller commits after
+processing, and a crash before the commit redelivers them; **at-most-once** — ``poll``
+commits before it returns, so a crash while processing loses them instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import struct
+from typing import Any
+
+from lab.backends.queuefka.batch import parse
+from lab.backends.queuefka.framing import frame, segment_base, segment_name
+from lab.backends.queuefka.reader import Reader
+from lab.backends.queuefka.store import FileStore, Store
+
+GROUP_SUFFIX = ".group"
+MODES = ("at-least-once", "at-most-once")
+log = logging.getLogger("lab.backends.queuefka")
+_GROUP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_ADDRESS = struct.Struct("<Q")
+_COMPACT_AT = 64 << 10  # bytes of commit history before it is rewritten as one record
+
+
+def check_group_name(name: str) -> str:
+    if not _GROUP_NAME.match(name or ""):
+        raise ValueError(f"group name {name!r}: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
+    return name
+
+
+class CommittedOffset:
+    """One group's committed offset, durable on ``commit`` (the caller settles Runtime fsyncs)."""
+
+    def __init__(self, store: Store, group: str):
+        self.store = store
+        self.name = check_group_name(group) + GROUP_SUFFIX
+        self.address = 0
+        self._compaction: tuple[str, Any, int] | None = None  # (file, its fsync, address)
+        self._file = store.open(self.name)
+        data = self._file.read(0, self._file.size())
+        parsed = parse(data, 0, 1 << 62, _ADDRESS.size)
+        addresses = [p for p in parsed.payloads if len(p) == _ADDRESS.size]
+        if addresses:
+            self.address = _ADDRESS.unpack(addresses[-1])[0]
+        if parsed.end < len(data):  # a torn commit: never acknowledged, so drop it
+            self._file.truncate(parsed.end)
+
+    def commit(self, address: int) -> None:
+        """Record ``address`` durably (fsync requested before this returns)."""
+        self._finish_compaction()
+        self._file.append(frame(_ADDRESS.pack(address)))
+        self.store.fsync(self._file)
+        self.address = address
+        if self._compaction is None and self._file.size() >= _COMPACT_AT:
+            self._start_compaction(address)
+
+    # Compaction in two steps, so it never has to wait for an fsync: write the latest
+    # commit alone into a new file now; swap it in at a later commit, once that file's
+    # fsync has completed (a rename over an unsynced file could lose every commit).
+    def _start_compaction(self, address: int) -> None:
+        temporary = self.name + ".tmp"
+        if self.store.exists(temporary):
+            self.store.remove(temporary)
+        fresh = self.store.open(temporary)
+        fresh.append(frame(_ADDRESS.pack(address)))
+        self._compaction = (temporary, self.store.fsync(fresh), address)
+        fresh.close()
+
+    def _finish_compaction(self) -> None:
+        if self._compaction is None:
+            return
+        temporary, fsync, address = self._compaction
+        if fsync is not None and not fsync.done():
+            return
+        if address != self.address:  # a commit came meanwhile: the copy is stale, start again
+            self._compaction = None
+            return
+        self._file.close()
+        self.store.rename(temporary, self.name)
+        self.store.sync_names()
+        self._file = self.store.open(self.name)
+        self._compaction = None
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def committed_offsets(store: Store) -> dict[str, int]:
+    """Every group's committed offset in a topic."""
+    out = {}
+    for name in store.names():
+        if name.endswith(GROUP_SUFFIX):
+            offset = CommittedOffset(store, name[: -len(GROUP_SUFFIX)])
+            out[name[: -len(GROUP_SUFFIX)]] = offset.address
+            offset.close()
+    return out
+
+
+class Consumer:
+    """Reads a topic as a member of ``group``, from its committed offset.
+
+    ``poll`` returns up to ``max_count`` records; ``commit`` records the position (by
+    default: everything polled so far). In at-most-once mode ``poll`` commits first.
+    """
+
+    def __init__(self, topic: str | os.PathLike | Store, group: str, mode: str = "at-least-once", **reader: Any):
+        if mode not in MODES:
+            raise ValueError(f"mode {mode!r}: use {' or '.join(MODES)}")
+        self.store: Store = topic if not isinstance(topic, (str, os.PathLike)) else FileStore(topic, create=True)
+        self.group = group
+        self.mode = mode
+        self.offset = CommittedOffset(self.store, group)
+        self.reader = Reader(self.store, self._start(self.offset.address), **reader)
+
+    def _start(self, address: int) -> int:
+        """Where to read from for a committed ``address``, within the log as it is now."""
+        bases = sorted(b for b in map(segment_base, self.store.names()) if b is not None)
+        if not bases:
+            return 0
+        end = bases[-1] + self.store.size(segment_name(bases[-1]))
+        if address > end:
+            # The log lost a tail it never fsynced (a crash) after this group committed
+            # past it; those records are gone, and new ones will be written from ``end``.
+            log.warning("%s: group %s committed %d, past the end of the log (%d): resuming at the end",
+                        self.store.location, self.group, address, end)
+            return end
+        return max(address, bases[0])
+
+    @property
+    def committed(self) -> int:
+        return self.offset.address
+
+    @property
+    def position(self) -> int:
+        """The address of the next record ``poll`` returns."""
+        return self.reader.address
+
+    def poll(self, max_count: int = 4096) -> list[tuple[int, bytes]]:
+        records = self.reader.read_many(max_count)
+        if records and self.mode == "at-most-once":
+            self.offset.commit(self.reader.address)
+        return records
+
+    def commit(self, address: int | None = None) -> None:
+        """Commit ``address`` (default: the position); commits never move backwards."""
+        address = self.reader.address if address is None else address
+        if address < self.committed:
+            return
+        if address > self.reader.address:  # committing ahead skips those records
+            self.reader.seek(address)
+        self.offset.commit(address)
+
+    def rewind(self) -> None:
+        """Go back to the committed offset: what was polled but not committed comes again."""
+        self.reader.seek(self._start(self.committed))
+
+    def close(self) -> None:
+        self.reader.close()
+        self.offset.close()
+
+    def __enter__(self) -> "Consumer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def apply_retention(store: Store, max_age: float) -> list[str]:
+    """Delete whole segments, oldest first, that every group has committed past and that
+    were last written more than ``max_age`` seconds ago; never the newest. Returns their names."""
+    floor = min(committed_offsets(store).values(), default=None)
+    bases = sorted(b for b in map(segment_base, store.names()) if b is not None)
+    deleted = []
+    for base in bases[:-1]:
+        name = segment_name(base)
+        if floor is not None and base + store.size(name) > floor:
+            break
+        if store.age(name) <= max_age:
+            break
+        store.remove(name)
+        deleted.append(name)
+    if deleted:
+        store.sync_names()
+    return deleted

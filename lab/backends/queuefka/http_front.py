@@ -1,0 +1,142 @@
+"""Queuefka's HTTP front (the original's to-do: a "curl put/get reverse-proxy-able microservice").
+
+A thin aiohttp layer over ``QueuefkaCore`` on the live Runtime; it only turns requests
+into core calls and errors into status codes:
+
+    POST /topics/{t}/messages                 body = payload         -> 201 {"address": a}
+    GET  /topics/{t}/messages?group=G&max=N[&wait=S][&mode=at-most-once]
+                                                                      -> 200 {"records": [{"address", "payload"}], "next": n}
+         (payloads base64; with &format=raw and max=1: the payload as the body,
+          addresses in Queuefka-Address / Queuefka-Next headers, 204 if none)
+    POST /topics/{t}/groups/{g}/commit        {"address": n}          -> 200 {"committed": n}
+    GET  /topics/{t}                                                  -> 200 stats
+    GET  /topics                                                      -> 200 {"topics": [...]}
+
+Bad input is a 4xx with {"error": reason}; nothing is written for a refused request.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any, Awaitable, Callable
+
+from aiohttp import web
+
+from lab.backends.queuefka.core import MAX_FETCH, BadRequest, QueuefkaCore, UnknownTopic
+from lab.backends.queuefka.framing import DEFAULT_MAX_RECORD
+
+MAX_WAIT = 60.0
+
+
+def _error(status: int, reason: str) -> web.Response:
+    return web.json_response({"error": reason}, status=status)
+
+
+def _query_number(request: web.Request, key: str, kind: type, default: Any, low: Any, high: Any) -> Any:
+    raw = request.query.get(key)
+    if raw is None:
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise web.HTTPBadRequest(text=json.dumps({"error": f"{key}={raw!r} is not a number"}),
+                                 content_type="application/json") from None
+    if not low <= value <= high:
+        raise web.HTTPBadRequest(text=json.dumps({"error": f"{key}={raw}: use {low} to {high}"}),
+                                 content_type="application/json")
+    return value
+
+
+def _guarded(handler: Callable[[QueuefkaCore, web.Request], Awaitable[web.StreamResponse]]):
+    """Map the core's refusals to 4xx; anything else is the server's fault (500)."""
+
+    async def wrapped(request: web.Request) -> web.StreamResponse:
+        try:
+            return await handler(request.app["core"], request)
+        except UnknownTopic as e:
+            return _error(404, str(e))
+        except BadRequest as e:
+            return _error(400, str(e))
+
+    return wrapped
+
+
+@_guarded
+async def produce(core: QueuefkaCore, request: web.Request) -> web.Response:
+    payload = await request.read()
+    [address] = await core.produce(request.match_info["topic"], (payload,))
+    return web.json_response({"address": address}, status=201)
+
+
+@_guarded
+async def fetch(core: QueuefkaCore, request: web.Request) -> web.Response:
+    group = request.query.get("group")
+    if not group:
+        return _error(400, "group=NAME is required")
+    max_count = _query_number(request, "max", int, 1, 1, MAX_FETCH)
+    wait = _query_number(request, "wait", float, 0.0, 0.0, MAX_WAIT)
+    raw = request.query.get("format", "json")
+    if raw not in ("json", "raw"):
+        return _error(400, f"format={raw!r}: use json or raw")
+    if raw == "raw" and max_count != 1:
+        return _error(400, "format=raw returns one record: use max=1")
+    fetched = await core.fetch(request.match_info["topic"], group, max_count, wait,
+                               request.query.get("mode", "at-least-once"))
+    if raw == "raw":
+        if not fetched.records:
+            return web.Response(status=204, headers={"Queuefka-Next": str(fetched.next)})
+        [(address, payload)] = fetched.records
+        return web.Response(body=payload, content_type="application/octet-stream",
+                            headers={"Queuefka-Address": str(address), "Queuefka-Next": str(fetched.next)})
+    records = [{"address": a, "payload": base64.b64encode(p).decode()} for a, p in fetched.records]
+    return web.json_response({"records": records, "next": fetched.next})
+
+
+@_guarded
+async def commit(core: QueuefkaCore, request: web.Request) -> web.Response:
+    try:
+        body = json.loads(await request.read() or b"null")
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return _error(400, 'the body must be JSON: {"address": N}')
+    address = body.get("address") if isinstance(body, dict) else None
+    if not isinstance(address, int) or isinstance(address, bool):
+        return _error(400, 'the body must be JSON with an integer address: {"address": N}')
+    committed = await core.commit(request.match_info["topic"], request.match_info["group"], address)
+    return web.json_response({"committed": committed})
+
+
+@_guarded
+async def topic_stats(core: QueuefkaCore, request: web.Request) -> web.Response:
+    return web.json_response(core.stats(request.match_info["topic"]))
+
+
+@_guarded
+async def list_topics(core: QueuefkaCore, request: web.Request) -> web.Response:
+    return web.json_response({"topics": sorted(n for n in core.rt.disk.list("") if _is_topic(core, n))})
+
+
+def _is_topic(core: QueuefkaCore, name: str) -> bool:
+    return any(entry.endswith(".slab") for entry in core.rt.disk.list(name)) if name[:1].isalnum() else False
+
+
+def make_app(core: QueuefkaCore, max_payload: int = DEFAULT_MAX_RECORD) -> web.Application:
+    app = web.Application(client_max_size=max_payload)
+    app["core"] = core
+    app.add_routes([
+        web.post("/topics/{topic}/messages", produce),
+        web.get("/topics/{topic}/messages", fetch),
+        web.post("/topics/{topic}/groups/{group}/commit", commit),
+        web.get("/topics/{topic}", topic_stats),
+        web.get("/topics", list_topics),
+    ])
+    return app
+
+
+async def start_http(core: QueuefkaCore, host: str = "127.0.0.1", port: int = 0) -> tuple[web.AppRunner, int]:
+    """Serve ``core`` on ``host:port`` (0: any free port); the runner (for cleanup) and the port."""
+    runner = web.AppRunner(make_app(core), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    return runner, site._server.sockets[0].getsockname()[1]
