@@ -57,6 +57,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--master", help="Spark master: local[*] (default), local[N] or spark://HOST:7077")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)")
 
+    p = sub.add_parser("serve", help="run a design's server (its real wire protocol)")
+    designs = p.add_subparsers(dest="design", required=True, metavar="DESIGN")
+    from lab.backends.queuefka import serve as queuefka_serve
+
+    queuefka_serve.add_arguments(designs.add_parser("queuefka", help="Queuefka's HTTP front over a data directory"))
+
     p = sub.add_parser("bench", help="benchmarks that print and save their figures")
     bench = p.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
     b = bench.add_parser("sim", help="the simulated world's cost against bare SimPy")
@@ -69,6 +75,10 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--cluster", action="store_true", help="start a standalone cluster (master + 2 workers) and use it")
     b.add_argument("--repeats", type=int, default=3, help="timed runs per case; the median is quoted (default 3)")
     b.add_argument("--out", type=Path, help="JSON file (default: results/bench/aggregate-<time>.json)")
+    b = bench.add_parser("queuefka", help="the segment log against the original's table (20-byte records)")
+    b.add_argument("--records", type=int, default=2_000_000, help="records per write/read case (default 2,000,000)")
+    b.add_argument("--repeats", type=int, default=5, help="runs per case; the median is quoted (default 5)")
+    b.add_argument("--out", type=Path, help="JSON file (default: results/bench/queuefka-<time>.json)")
     return parser
 
 
@@ -118,6 +128,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
             raise UsageError("--scale must be > 0")
         print(f"sim world vs bare SimPy (median of {args.repeats}, per wall-second):")
         results = bench_sim(args.scale, args.repeats)
+    elif args.bench == "queuefka":
+        from lab.bench.queuefka import bench_queuefka
+
+        if args.records < 1000:
+            raise UsageError("--records must be at least 1000")
+        print(f"queuefka vs the original's table ({args.records:,} records of 20 bytes, median of {args.repeats}):")
+        results = bench_queuefka(args.records, args.repeats)
     else:
         from lab.bench.aggregate import bench_aggregate
 
@@ -180,7 +197,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "backends": cmd_backends, "compare": cmd_compare, "aggregate": cmd_aggregate,
+def cmd_serve(args: argparse.Namespace) -> int:
+    from lab.backends.queuefka import serve as queuefka_serve
+
+    try:
+        queuefka_serve.serve(args)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    except OSError as e:  # the port is taken, the folder is not writable...
+        raise UsageError(f"cannot serve: {e}") from None
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "serve": cmd_serve, "backends": cmd_backends, "compare": cmd_compare, "aggregate": cmd_aggregate,
             "bench": cmd_bench}
 
 

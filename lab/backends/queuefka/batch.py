@@ -90,7 +90,7 @@ def frame_many(payloads: Sequence[bytes]) -> tuple[bytes, np.ndarray]:
     return data, lengths + HEADER_SIZE
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=512)
 def _payload_struct(n: int, count: int):
     import struct
 
@@ -101,32 +101,34 @@ def _unpack_payloads(buf: bytes, pos: int, n: int, count: int) -> list[bytes]:
     """The payloads of ``count`` consecutive n-byte records starting at ``pos``."""
     size = HEADER_SIZE + n
     whole = count - count % _UNPACK_CHUNK
-    view = memoryview(buf)
     out: list[bytes] = []
     if whole:
-        out.extend(chain.from_iterable(_payload_struct(n, _UNPACK_CHUNK).iter_unpack(view[pos : pos + whole * size])))
+        unpack = _payload_struct(n, _UNPACK_CHUNK).unpack_from
+        for offset in range(pos, pos + whole * size, _UNPACK_CHUNK * size):
+            out += unpack(buf, offset)  # one C call makes 256 bytes objects
     if count > whole:
-        out.extend(chain.from_iterable(_payload_struct(n, 1).iter_unpack(view[pos + whole * size : pos + count * size])))
+        out += _payload_struct(n, count - whole).unpack_from(buf, pos + whole * size)
     return out
 
 
 class Parsed:
-    """What ``parse`` found: record start offsets, payloads, where it stopped and why."""
+    """What ``parse`` found: record addresses, payloads, where it stopped and why."""
 
-    __slots__ = ("starts", "payloads", "end", "corrupt")
+    __slots__ = ("addresses", "payloads", "end", "corrupt")
 
     def __init__(self) -> None:
-        self.starts: list[int] = []
+        self.addresses: list[int] = []
         self.payloads: list[bytes] = []
         self.end = 0
         #: (offset, reason, next offset or None) of the first bad record, if any.
         self.corrupt: tuple[int, str, int | None] | None = None
 
 
-def parse(buf: bytes, pos: int, max_count: int, max_record: int, keep: bool = True) -> Parsed:
-    """Parse and verify up to ``max_count`` complete records of ``buf`` from ``pos``.
+def parse(buf: bytes, pos: int, max_count: int, max_record: int, keep: bool = True, address: int = 0) -> Parsed:
+    """Parse and verify up to ``max_count`` complete records of ``buf`` from ``pos``;
+    ``address`` is the address of ``buf[0]`` (record addresses are reported with it).
 
-    With ``keep=False`` only verifies (``starts`` and ``payloads`` stay empty).
+    With ``keep=False`` only verifies (``addresses`` and ``payloads`` stay empty).
 
     Stops at the first incomplete record (``end`` is its offset: "not complete yet"), or
     at the first bad one (``corrupt`` says where and why; nothing from it is returned).
@@ -150,7 +152,7 @@ def parse(buf: bytes, pos: int, max_count: int, max_record: int, keep: bool = Tr
                 good = int(bad[0]) if bad.size else run
                 if keep:
                     out.payloads.extend(_unpack_payloads(buf, pos, n, good))
-                    out.starts.extend(range(pos, pos + good * size, size))
+                    out.addresses += range(address + pos, address + pos + good * size, size)
                 pos += good * size
                 count += good
                 if good < run:
@@ -167,7 +169,7 @@ def parse(buf: bytes, pos: int, max_count: int, max_record: int, keep: bool = Tr
             break
         if keep:
             out.payloads.append(payload)
-            out.starts.append(pos)
+            out.addresses.append(address + pos)
         pos += size
         count += 1
         previous_n = n
@@ -183,10 +185,3 @@ def _equal_run(buf: bytes, pos: int, n: int, available: int) -> int:
     lengths = np.frombuffer(buf, np.uint8, count=available * size, offset=pos).reshape(available, size)[:, :4].view("<u4")[:, 0]
     bad = np.flatnonzero(lengths != n)
     return int(bad[0]) if bad.size else available
-
-
-def raise_corrupt(base_address: int, corrupt: tuple[int, str, int | None], buffer_offset: int) -> None:
-    """Raise ``CorruptRecord`` for a ``Parsed.corrupt`` found in a buffer read at ``buffer_offset``."""
-    pos, reason, following = corrupt
-    shift = base_address - buffer_offset
-    raise CorruptRecord(pos + shift, reason, None if following is None else following + shift)

@@ -94,6 +94,7 @@ class Writer:
         self.store: Store = topic if not isinstance(topic, (str, os.PathLike)) else FileStore(topic, create=True)
         self.hint = int(segment_size_hint)
         self.policy = FsyncPolicy.parse(fsync)
+        self._syncing = self.policy.mode != "never"
         self.max_payload = min(max_payload, MAX_PAYLOAD)
         self._clock = clock
         self._lock = threading.Lock()
@@ -174,29 +175,33 @@ class Writer:
             check_payload_size(n, self.max_payload)
         record = HEADER.pack(n, checksum(payload))
         with self._lock:
-            self._check_open()
-            if self._rotate_pending:
-                self._rotate()
+            if self._closed or self._rotate_pending:
+                self._before_write()
             buf = self._buf
             mark = len(buf)
             address = self.address
             buf += record
             buf += payload
-            self.address = address + HEADER_SIZE + n
-            crossed = self.address - self.base > self.hint
-            try:
-                if crossed or len(buf) >= _BUFFER_LIMIT:
+            self.address = end = address + HEADER_SIZE + n
+            crossed = end - self.base > self.hint
+            if crossed or len(buf) >= _BUFFER_LIMIT:
+                try:
                     self._drain()
-            except OSError:
-                del buf[mark:]  # never reached the file: this write did not happen
-                self.address = address
-                raise
-            if crossed:
-                self._rotate_after_write()
-            self._since_sync += 1
-            if self.policy.mode != "never":
+                except OSError:
+                    del buf[mark:]  # never reached the file: this write did not happen
+                    self.address = address
+                    raise
+                if crossed:
+                    self._rotate_after_write()
+            if self._syncing:
+                self._since_sync += 1
                 self._maybe_sync()
             return address
+
+    def _before_write(self) -> None:
+        self._check_open()
+        if self._rotate_pending:
+            self._rotate()
 
     def write_many(self, payloads: Sequence[bytes]) -> list[int]:
         """Append records for all ``payloads`` (framed and hashed in one batch); their addresses."""
@@ -207,9 +212,7 @@ class Writer:
             check_payload_size(int(sizes.max()) - HEADER_SIZE, self.max_payload)
         ends = np.cumsum(sizes)
         with self._lock:
-            self._check_open()
-            if self._rotate_pending:
-                self._rotate()
+            self._before_write()
             start = self.address
             done = 0  # records written
             view = memoryview(data)
@@ -230,8 +233,8 @@ class Writer:
             except OSError as error:
                 written = (start + np.concatenate(([0], ends[: done - 1]))).tolist() if done else []
                 raise WriteError(error, written) from error
-            self._since_sync += len(payloads)
-            if self.policy.mode != "never":
+            if self._syncing:
+                self._since_sync += len(payloads)
                 self._maybe_sync()
         return (start + np.concatenate(([0], ends[:-1]))).tolist()
 

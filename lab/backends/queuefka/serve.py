@@ -1,0 +1,71 @@
+"""`lab serve queuefka`: the HTTP front as a standalone server over a data directory.
+
+Topics are folders of ``D/<topic>/*.slab`` — the original's layout, so the original's
+reader (or ``lab.backends.queuefka.Reader``) can read them directly. Ctrl-C or SIGTERM
+stops it cleanly: buffered records are flushed (and fsynced unless the policy is never).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+from pathlib import Path
+
+from lab.backends.queuefka.core import Config, QueuefkaCore
+from lab.backends.queuefka.http_front import start_http
+from lab.runtime import LiveWorld, Runtime
+
+NODE = "queuefka"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--port", type=int, default=8080, help="HTTP port (default 8080; 0 = any free port)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--data-dir", type=Path, required=True, help="folder holding one sub-folder per topic")
+    p.add_argument("--fsync", default="never", help="never (the original), always, <N>ms or <N>records")
+    p.add_argument("--segment-size", type=int, default=Config.segment_size_hint,
+                   help="segment size hint in bytes (default 10 MiB)")
+    p.add_argument("--retention", type=float, help="delete consumed segments older than this many seconds")
+
+
+def config_from(args: argparse.Namespace) -> Config:
+    """The core's configuration; ValueError names the bad option."""
+    if not 0 <= args.port <= 65535:
+        raise ValueError(f"--port {args.port}: use 0 to 65535")
+    if args.retention is not None and args.retention < 0:
+        raise ValueError(f"--retention {args.retention}: use a number of seconds >= 0")
+    try:
+        return Config(segment_size_hint=args.segment_size, fsync=args.fsync, retention_age=args.retention)
+    except ValueError as e:
+        raise ValueError(f"--fsync/--segment-size: {e}") from None
+
+
+def serve(args: argparse.Namespace, ready=print) -> None:
+    """Serve until interrupted; ``ready`` is told the URL once the port is open."""
+    config = config_from(args)
+    args.data_dir.mkdir(parents=True, exist_ok=True)
+    world = LiveWorld(root=args.data_dir, disk_roots={NODE: args.data_dir})
+
+    async def main(_control: Runtime) -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        cores: list[QueuefkaCore] = []
+
+        async def boot(rt: Runtime) -> None:
+            cores.append(QueuefkaCore(rt, config))
+
+        rt = await world.start(NODE, boot)
+        core = cores[0]
+        runner, port = await start_http(core, args.host, args.port)
+        rt.spawn(core.run_retention(), name="retention")
+        ready(f"queuefka serving {args.data_dir} on http://{args.host}:{port} (fsync {config.fsync})")
+        try:
+            await stop.wait()
+        finally:
+            await runner.cleanup()
+            core.close()
+
+    world.run(main)
