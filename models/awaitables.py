@@ -12,8 +12,14 @@ NS = 1_000_000_000
 
 
 def to_ns(seconds: float) -> int:
-    """Simulated time is integer nanoseconds; negative durations are zero."""
-    return max(0, round(seconds * NS))
+    """Simulated time is integer nanoseconds; negative durations are zero.
+
+    A positive duration is at least 1 ns: rounding it to zero would let a loop
+    that waits out "the time remaining" spin forever at one instant.
+    """
+    if seconds <= 0:
+        return 0
+    return max(1, round(seconds * NS))
 
 
 class Await:

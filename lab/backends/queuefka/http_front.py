@@ -26,6 +26,7 @@ from aiohttp import web
 from lab.backends.queuefka.core import MAX_FETCH, BadRequest, QueuefkaCore, UnknownTopic
 from lab.backends.queuefka.framing import DEFAULT_MAX_RECORD
 
+CORE = web.AppKey("core", QueuefkaCore)
 MAX_WAIT = 60.0
 
 
@@ -53,7 +54,7 @@ def _guarded(handler: Callable[[QueuefkaCore, web.Request], Awaitable[web.Stream
 
     async def wrapped(request: web.Request) -> web.StreamResponse:
         try:
-            return await handler(request.app["core"], request)
+            return await handler(request.app[CORE], request)
         except UnknownTopic as e:
             return _error(404, str(e))
         except BadRequest as e:
@@ -122,7 +123,7 @@ def _is_topic(core: QueuefkaCore, name: str) -> bool:
 
 def make_app(core: QueuefkaCore, max_payload: int = DEFAULT_MAX_RECORD) -> web.Application:
     app = web.Application(client_max_size=max_payload)
-    app["core"] = core
+    app[CORE] = core
     app.add_routes([
         web.post("/topics/{topic}/messages", produce),
         web.get("/topics/{topic}/messages", fetch),
