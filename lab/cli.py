@@ -10,8 +10,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
-from lab.backends import REGISTRY, UnknownBackend, backend_class
+import yaml
+
+from lab.backends import REGISTRY, BadOption, UnknownBackend, backend_class
 from lab.spark import JavaMissing
 from lab.workload import WorkloadError, load_workload
 
@@ -20,7 +23,7 @@ class UsageError(Exception):
     """A mistake in how the command was called."""
 
 
-USER_ERRORS = (UsageError, WorkloadError, UnknownBackend, JavaMissing)
+USER_ERRORS = (UsageError, WorkloadError, UnknownBackend, BadOption, JavaMissing)
 
 
 def _seed(text: str) -> int:
@@ -28,6 +31,17 @@ def _seed(text: str) -> int:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+
+
+def _option(text: str) -> tuple[str, Any]:
+    """KEY=VALUE, the value read as a YAML scalar (so 100 is a number and always a word)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"use KEY=VALUE, got {text!r}")
+    parsed = yaml.safe_load(value) if value.strip() else ""
+    if isinstance(parsed, (dict, list)):
+        parsed = value  # a scalar option; keep the text as given
+    return key.strip(), parsed
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -41,6 +55,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--world", choices=("sim", "live"), default="sim", help="simulated or live (default: sim)")
     p.add_argument("--seed", type=_seed, help="seed (default: the workload's)")
     p.add_argument("--out", type=Path, help="run directory (default: results/runs/<run_id>)")
+    p.add_argument("--option", action="append", default=[], type=_option, metavar="KEY=VALUE",
+                   help="a backend option, e.g. fsync=always (repeatable; `lab backends` lists them)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     sub.add_parser("backends", help="list the registered backends and what each supports")
@@ -154,7 +170,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     workload = load_workload(args.workload)
     backend_class(args.backend)
-    result = run(workload, args.backend, args.world, seed=args.seed, out=args.out, progress=not args.no_progress)
+    result = run(workload, args.backend, args.world, seed=args.seed, out=args.out, progress=not args.no_progress,
+                 options=dict(args.option))
     clock = "simulated" if result.world == "sim" else "live"
     rate = result.samples / result.wall_seconds if result.wall_seconds else float("nan")
     print(f"run {result.run_id}")
@@ -176,6 +193,9 @@ def cmd_backends(args: argparse.Namespace) -> int:
         print(f"    worlds: {', '.join(cls.worlds)}")
         for key, value in cls.promises.items():
             print(f"    {key}: {value}")
+        print("    options (--option KEY=VALUE):")
+        for key, value in sorted(cls.option_help.items()):
+            print(f"      {key}: {value}")
     return 0
 
 

@@ -108,6 +108,7 @@ def run(
     seed = workload.seed if seed is None else seed
     workload = workload.with_seed(seed)
     cls = backend_class(backend)
+    options = cls.check_options(options)
     if world not in cls.worlds:
         raise WorkloadError(f"backend {backend!r} runs in the {' and '.join(cls.worlds)} world(s), not {world!r}")
     if workload.faults and world != "sim":

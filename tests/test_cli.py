@@ -99,3 +99,25 @@ def test_aggregate_and_bench_mistakes_are_one_line(args, message, tmp_path, smal
         assert lab("run", str(small), "--backend", "ideal", "--out", str(run_dir)).returncode == 0
     out = lab(*[a.replace("{run}", str(run_dir)) for a in args])
     assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
+
+
+def test_backend_options_reach_the_design_and_bad_ones_are_refused(small, tmp_path):
+    out = lab("run", str(small), "--backend", "queuefka", "--option", "fsync=always", "--no-progress",
+              "--out", str(tmp_path / "r"))
+    assert out.returncode == 0, out.stderr
+    never = lab("run", str(small), "--backend", "queuefka", "--no-progress", "--out", str(tmp_path / "n"))
+    # every put waits for its fsync: the put median is above the default's (no fsync at all)
+    assert _put_p50(out.stdout) > 2 * _put_p50(never.stdout)
+    unknown = lab("run", str(small), "--backend", "queuefka", "--option", "fsnc=always")
+    assert unknown.returncode == 2 and "has no option 'fsnc'" in unknown.stderr
+    bad_value = lab("run", str(small), "--backend", "queuefka", "--option", "fsync=sometimes")
+    assert bad_value.returncode == 2 and "fsync policy 'sometimes'" in bad_value.stderr
+    no_value = lab("run", str(small), "--backend", "queuefka", "--option", "fsync")
+    assert no_value.returncode == 2 and "use KEY=VALUE" in no_value.stderr
+
+
+def _put_p50(stdout: str) -> float:
+    """The put row's p50 from `lab run`'s table, in microseconds."""
+    line = next(line for line in stdout.splitlines() if line.startswith("put "))
+    value, unit = line.split()[6:8]
+    return float(value) * {"ns": 1e-3, "µs": 1.0, "ms": 1e3, "s": 1e6}[unit]

@@ -32,6 +32,10 @@ class Rejected(Exception):
     """The backend definitely refused the operation (full queue, bad request, ...)."""
 
 
+class BadOption(ValueError):
+    """A backend option the design does not have, or a value it cannot take."""
+
+
 class UnknownBackend(ValueError):
     pass
 
@@ -73,12 +77,24 @@ class Backend(ABC):
     worlds: ClassVar[tuple[str, ...]] = ("sim", "live")
     #: what the design promises, shown by ``lab backends``: delivery, order, durability...
     promises: ClassVar[Mapping[str, str]] = {}
+    #: the options this design takes (``lab run --option KEY=VALUE``), with a word on each
+    option_help: ClassVar[Mapping[str, str]] = {"timeout": "seconds a client waits for a reply (default 1)"}
 
     def __init__(self, world: World, options: Mapping[str, Any] | None = None):
         if world.kind not in self.worlds:
             raise UnknownBackend(f"backend {self.name!r} does not run in the {world.kind} world")
         self.world = world
-        self.options = dict(options or {})
+        self.options = self.check_options(options)
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any] | None) -> dict[str, Any]:
+        """``options`` as a dict, or BadOption naming the first key this design lacks."""
+        options = dict(options or {})
+        for key in options:
+            if key not in cls.option_help:
+                raise BadOption(f"backend {cls.name!r} has no option {key!r} "
+                                f"(it has: {', '.join(sorted(cls.option_help))})")
+        return options
 
     @property
     @abstractmethod

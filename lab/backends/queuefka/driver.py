@@ -17,7 +17,7 @@ import json
 from collections import deque
 from typing import Any
 
-from lab.backends import Backend, Delivery, QueueClient, Rejected
+from lab.backends import Backend, BadOption, Delivery, QueueClient, Rejected
 from lab.backends.queuefka.core import Commit, Config, Fetch, Fetched, Produce, QueuefkaCore
 from lab.runtime import Runtime, Unreachable
 
@@ -137,15 +137,29 @@ class QueuefkaBackend(Backend):
         "durability": "fsync policy: never by default, as the original (a crash loses the unsynced tail)",
     }
 
+    option_help = {
+        **Backend.option_help,
+        "fsync": "never (default, as the original), always, <N>ms or <N>records",
+        "segment_size_hint": "bytes per segment before rotation (default 10 MiB)",
+        "retention_age": "seconds after which consumed segments are deleted (default: keep)",
+        "retention_interval": "seconds between retention sweeps (default 1)",
+        "session_timeout": "seconds before uncommitted fetched records are handed out again (default 10)",
+        "prefetch": "records a client fetches per request (default 100)",
+        "http_client": "live world: aiohttp (default) or httpx",
+    }
+
     def __init__(self, world, options=None):
         super().__init__(world, options)
         keys = {"segment_size_hint", "fsync", "retention_age", "retention_interval", "session_timeout"}
-        self.config = Config(**{k: v for k, v in self.options.items() if k in keys})
-        self.timeout = float(self.options.get("timeout", 1.0))
-        self.prefetch = int(self.options.get("prefetch", 100))
+        try:
+            self.config = Config(**{k: v for k, v in self.options.items() if k in keys})
+            self.timeout = float(self.options.get("timeout", 1.0))
+            self.prefetch = int(self.options.get("prefetch", 100))
+        except (TypeError, ValueError) as e:
+            raise BadOption(f"queuefka: {e}") from None
         self.http_client = str(self.options.get("http_client", "aiohttp"))
         if self.http_client not in ("aiohttp", "httpx"):
-            raise ValueError(f"http_client {self.http_client!r}: use aiohttp or httpx")
+            raise BadOption(f"http_client {self.http_client!r}: use aiohttp or httpx")
         self._http = None
         self._core: QueuefkaCore | None = None
         self.port = 0
