@@ -15,7 +15,7 @@ from typing import Any
 from lab.backends.queuefka.framing import segment_base, segment_name
 from lab.backends.queuefka.groups import MODES, Consumer, apply_retention, check_group_name, committed_offsets
 from lab.backends.queuefka.reader import Reader
-from lab.backends.queuefka.store import RuntimeStore
+from lab.storage import RuntimeStore
 from lab.backends.queuefka.writer import DEFAULT_SEGMENT_SIZE, FsyncPolicy, Writer
 from lab.runtime import Runtime
 

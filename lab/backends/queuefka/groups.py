@@ -22,7 +22,7 @@ from typing import Any
 from lab.backends.queuefka.batch import parse
 from lab.backends.queuefka.framing import frame, segment_base, segment_name
 from lab.backends.queuefka.reader import Reader
-from lab.backends.queuefka.store import FileStore, Store
+from lab.storage import FileStore, Store
 
 GROUP_SUFFIX = ".group"
 MODES = ("at-least-once", "at-most-once")

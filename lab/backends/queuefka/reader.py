@@ -20,7 +20,7 @@ from lab.backends.queuefka.batch import parse
 from lab.backends.queuefka.framing import (
     DEFAULT_MAX_RECORD, HEADER, HEADER_SIZE, CorruptRecord, checksum, segment_base, segment_name,
 )
-from lab.backends.queuefka.store import FileStore, Handle, Store
+from lab.storage import FileStore, Handle, Store
 
 _CHUNK = 1 << 20
 

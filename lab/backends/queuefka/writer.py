@@ -26,7 +26,7 @@ from lab.backends.queuefka.framing import (
     DEFAULT_MAX_RECORD, HEADER, HEADER_SIZE, MAX_PAYLOAD, check_payload_size, checksum, segment_base,
     segment_name,
 )
-from lab.backends.queuefka.store import FileStore, Store
+from lab.storage import FileStore, Store
 
 log = logging.getLogger("lab.backends.queuefka")
 

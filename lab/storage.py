@@ -1,6 +1,7 @@
-"""Where a topic's files live: plain files (the default), or a Runtime's disk (the sim world).
+"""Where a design's files live: plain files (the default), or a Runtime's disk (the sim world).
 
-The log library is synchronous and embeddable, so this port is synchronous too — except
+One folder per store (a Queuefka topic, a Kestrel queue path). The designs' file formats
+are synchronous and embeddable, so this port is synchronous too — except
 fsync on a Runtime disk, which takes simulated (or executor) time: ``RuntimeStore``
 starts each requested fsync at once and its owner awaits ``settle()`` before it
 acknowledges anything. ``FileStore.fsync`` simply blocks.
