@@ -75,9 +75,16 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("serve", help="run a design's server (its real wire protocol)")
     designs = p.add_subparsers(dest="design", required=True, metavar="DESIGN")
+    from lab.backends.kestrel import serve as kestrel_serve
     from lab.backends.queuefka import serve as queuefka_serve
 
     queuefka_serve.add_arguments(designs.add_parser("queuefka", help="Queuefka's HTTP front over a data directory"))
+    kestrel_serve.add_arguments(designs.add_parser("kestrel", help="Kestrel's memcache, text and admin ports"))
+
+    p = sub.add_parser("kestrel", help="Kestrel tools")
+    tools = p.add_subparsers(dest="tool", required=True, metavar="TOOL")
+    d = tools.add_parser("dump", help="print journal files record by record (like the original's qdump)")
+    d.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="journal files")
 
     p = sub.add_parser("bench", help="benchmarks that print and save their figures")
     bench = p.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
@@ -95,6 +102,12 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--records", type=int, default=2_000_000, help="records per write/read case (default 2,000,000)")
     b.add_argument("--repeats", type=int, default=5, help="runs per case; the median is quoted (default 5)")
     b.add_argument("--out", type=Path, help="JSON file (default: results/bench/queuefka-<time>.json)")
+    b = bench.add_parser("kestrel", help="Kestrel over loopback beside memcached; --crash: kill -9 cycles")
+    b.add_argument("--ops", type=int, default=20_000, help="set+get pairs per case (default 20,000)")
+    b.add_argument("--connections", default="1,50", help="comma-separated connection counts (default 1,50)")
+    b.add_argument("--repeats", type=int, default=3, help="rounds; medians are quoted (default 3)")
+    b.add_argument("--crash", type=int, metavar="CYCLES", help="instead: kill -9 cycles under load, then check")
+    b.add_argument("--out", type=Path, help="JSON file (default: results/bench/kestrel-<time>.json)")
     return parser
 
 
@@ -144,6 +157,22 @@ def cmd_bench(args: argparse.Namespace) -> int:
             raise UsageError("--scale must be > 0")
         print(f"sim world vs bare SimPy (median of {args.repeats}, per wall-second):")
         results = bench_sim(args.scale, args.repeats)
+    elif args.bench == "kestrel":
+        from lab.bench.kestrel import bench_kestrel, crash_cycles
+
+        if args.crash is not None:
+            if args.crash < 1:
+                raise UsageError("--crash takes a number of cycles >= 1")
+            results = crash_cycles(args.crash)
+        else:
+            try:
+                connections = [int(c) for c in args.connections.split(",") if c.strip()]
+            except ValueError:
+                raise UsageError(f"--connections takes numbers like 1,50, not {args.connections!r}") from None
+            if not connections or min(connections) < 1 or args.ops < 100:
+                raise UsageError("--connections must be >= 1 and --ops >= 100")
+            print(f"kestrel vs memcached over loopback ({args.ops:,} set+get pairs per case, {args.repeats} rounds):")
+            results = bench_kestrel(args.ops, connections, args.repeats)
     elif args.bench == "queuefka":
         from lab.bench.queuefka import bench_queuefka
 
@@ -218,10 +247,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from lab.backends.kestrel import serve as kestrel_serve
     from lab.backends.queuefka import serve as queuefka_serve
 
     try:
-        queuefka_serve.serve(args)
+        {"queuefka": queuefka_serve, "kestrel": kestrel_serve}[args.design].serve(args)
     except ValueError as e:
         raise UsageError(str(e)) from None
     except OSError as e:  # the port is taken, the folder is not writable...
@@ -229,7 +259,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "serve": cmd_serve, "backends": cmd_backends, "compare": cmd_compare, "aggregate": cmd_aggregate,
+def cmd_kestrel(args: argparse.Namespace) -> int:
+    from lab.backends.kestrel.dump import qdump
+
+    for path in args.paths:
+        if not path.is_file():
+            raise UsageError(f"{path}: no such journal file")
+        for line in qdump(path):
+            print(line)
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "kestrel": cmd_kestrel, "serve": cmd_serve, "backends": cmd_backends, "compare": cmd_compare, "aggregate": cmd_aggregate,
             "bench": cmd_bench}
 
 

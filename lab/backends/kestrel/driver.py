@@ -1,0 +1,211 @@
+"""Kestrel in the runner: the backend adapter for both worlds.
+
+- sim: clients send raw memcache-protocol bytes over the simulated network, tagged with
+  a connection id; the server node feeds them to the same parser, sessions and handlers
+  that serve real sockets (a closed connection aborts its open reads there too).
+- live: the asyncio server on loopback and pymemcache clients, each on its own thread
+  (pymemcache blocks; the event loop that runs the server must not).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from lab.backends import Backend, BadOption, Delivery, QueueClient, Rejected
+from lab.backends.kestrel.config import ConfigError, ServerConfig, config_from_mapping
+from lab.backends.kestrel.core.collection import QueueCollection
+from lab.backends.kestrel.core.memcache import MemcacheHandler
+from lab.backends.kestrel.core.session import Session
+from lab.backends.kestrel.protocol import MemcacheParser, ProtocolDrop
+from lab.runtime import Runtime
+from lab.storage import RuntimeStore
+
+SERVER = "kestrel"
+QUEUE_PATH = "queues"
+#: The sim world's clock starts at 0; items carry wall-clock ms, so give it a fixed epoch.
+SIM_EPOCH_MS = 1_700_000_000_000
+
+
+class SimMemcacheFront:
+    """The server side of simulated connections: ``(conn, bytes)`` in, response bytes out."""
+
+    def __init__(self, collection: QueueCollection, max_open: int):
+        self.collection = collection
+        self.max_open = max_open
+        self.connections: dict[str, tuple[MemcacheParser, MemcacheHandler]] = {}
+
+    async def handle(self, message: Any) -> Any:
+        kind, conn, data = message
+        if kind == "close":
+            self._close(conn)
+            return b""
+        state = self.connections.get(conn)
+        if state is None:
+            session = Session(self.collection, self.max_open)
+            state = self.connections[conn] = (MemcacheParser(), MemcacheHandler(session))
+        parser, handler = state
+        parser.feed(data)
+        out: list[bytes] = []
+
+        async def send(chunk: bytes) -> None:
+            out.append(chunk)
+
+        try:
+            while (request := parser.next_request()) is not None:
+                if not await handler.handle(request, send):
+                    self._close(conn)
+                    break
+        except ProtocolDrop:
+            self._close(conn)
+        return b"".join(out)
+
+    def _close(self, conn: str) -> None:
+        state = self.connections.pop(conn, None)
+        if state is not None:
+            state[1].session.close()
+
+
+def parse_reply(reply: bytes) -> bytes | None | str:
+    """A client's reading of one reply: an item, None (END), or the status line."""
+    if reply.startswith(b"VALUE "):
+        header, _, rest = reply.partition(b"\r\n")
+        size = int(header.split(b" ")[3])
+        return rest[:size]
+    line = reply.split(b"\r\n", 1)[0].decode("latin-1")
+    return None if line == "END" else line
+
+
+class SimKestrelClient(QueueClient):
+    _ids = itertools.count()
+
+    def __init__(self, rt: Runtime, reliable: bool, timeout: float):
+        self.rt, self.reliable, self.timeout = rt, reliable, timeout
+        self.conn = f"{rt.node}#{next(self._ids)}"
+
+    async def _call(self, request: bytes, wait: float = 0.0) -> bytes | None | str:
+        reply = await self.rt.net.call(SERVER, ("data", self.conn, request), wait + self.timeout)
+        return parse_reply(reply)
+
+    async def put(self, queue: str, body: bytes) -> None:
+        reply = await self._call(b"set %s 0 0 %d\r\n%s\r\n" % (queue.encode(), len(body), body))
+        if reply != "STORED":
+            raise Rejected(f"set {queue}: {reply}")
+
+    async def get(self, queue: str, wait: float) -> Delivery | None:
+        key = f"{queue}/t={int(wait * 1000)}" + ("/open" if self.reliable else "")
+        reply = await self._call(f"get {key}\r\n".encode(), wait)
+        if isinstance(reply, str):
+            raise Rejected(f"get {key}: {reply}")
+        return None if reply is None else Delivery(queue, reply, queue if self.reliable else None)
+
+    async def ack(self, delivery: Delivery) -> None:
+        await self._call(f"get {delivery.queue}/close\r\n".encode())
+
+    async def release(self, delivery: Delivery) -> None:
+        await self._call(f"get {delivery.queue}/abort\r\n".encode())
+
+    async def close(self) -> None:
+        try:
+            await self.rt.net.call(SERVER, ("close", self.conn, b""), self.timeout)
+        except Exception:
+            pass  # the server may be down; its sessions die with it
+
+
+class LiveKestrelClient(QueueClient):
+    """pymemcache on a thread of its own (calls stay in order, the loop stays free)."""
+
+    def __init__(self, port: int, reliable: bool, timeout: float):
+        from lab.backends.kestrel.client import KestrelMemcacheClient
+
+        self.reliable = reliable
+        self.client = KestrelMemcacheClient(("127.0.0.1", port), timeout=timeout + 1.0)
+        self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kestrel-client")
+
+    async def _run(self, fn, *args, **kw):
+        return await asyncio.get_running_loop().run_in_executor(self.thread, lambda: fn(*args, **kw))
+
+    async def put(self, queue: str, body: bytes) -> None:
+        if not await self._run(self.client.put, queue, body):
+            raise Rejected(f"set {queue}: NOT_STORED")
+
+    async def get(self, queue: str, wait: float) -> Delivery | None:
+        data = await self._run(self.client.take, queue, int(wait * 1000), open=self.reliable)
+        return None if data is None else Delivery(queue, data, queue if self.reliable else None)
+
+    async def ack(self, delivery: Delivery) -> None:
+        await self._run(self.client.confirm, delivery.queue)
+
+    async def release(self, delivery: Delivery) -> None:
+        await self._run(self.client.abort, delivery.queue)
+
+    async def close(self) -> None:
+        await self._run(self.client.close)
+        self.thread.shutdown(wait=False)
+
+
+class KestrelBackend(Backend):
+    name = "kestrel"
+    summary = "memcache-protocol queue server with a journal; reliable reads (/open, /close) per connection"
+    promises = {
+        "delivery": "at-least-once with reliable reads (/open then /close); at-most-once with plain gets",
+        "order": "FIFO per queue; an aborted or rolled-back read returns to the head",
+        "durability": "syncJournal: never by default (a crash loses the unsynced tail); 0 = fsync before STORED",
+    }
+    option_help = {
+        **Backend.option_help,
+        "syncJournal": "never (default), always, or a period such as 100ms",
+        "maxOpenTransactions": "open reads per connection per queue (default 1)",
+        "maxMemorySize": "bytes a queue keeps in memory before read-behind (default 128MB)",
+        "maxItems": "items per queue before NOT_STORED (default unlimited)",
+    }
+
+    def __init__(self, world, options=None):
+        super().__init__(world, options)
+        queue_options = {k: v for k, v in self.options.items() if k not in ("timeout", "maxOpenTransactions")}
+        try:
+            self.config: ServerConfig = config_from_mapping(
+                {"maxOpenTransactions": self.options.get("maxOpenTransactions", 1), "default": queue_options},
+                "options")
+            self.timeout = float(self.options.get("timeout", 1.0))
+        except (ConfigError, TypeError, ValueError) as e:
+            raise BadOption(f"kestrel: {e}") from None
+        self._collection: QueueCollection | None = None
+        self._server = None
+        self.port = 0
+
+    @property
+    def server_nodes(self) -> list[str]:
+        return [SERVER]
+
+    async def start(self) -> None:
+        live = self.world.kind == "live"
+
+        async def boot(rt: Runtime) -> None:
+            store = RuntimeStore(rt, QUEUE_PATH)
+            collection = self._collection = QueueCollection(rt, self.config, store,
+                                                            epoch_ms=0 if live else SIM_EPOCH_MS)
+            if live:
+                from lab.backends.kestrel.server import KestrelServer
+
+                self._server = KestrelServer(collection, self.config.max_open_transactions)
+                ports = await self._server.start("127.0.0.1", memcache_port=0)
+                self.port = ports["memcache"]
+            else:
+                await rt.net.serve(SimMemcacheFront(collection, self.config.max_open_transactions).handle)
+            rt.spawn(collection.run_timers(), name="kestrel timers")
+
+        await self.world.start(SERVER, boot)
+
+    def client(self, rt: Runtime, reliable: bool) -> QueueClient:
+        if self.world.kind == "live":
+            return LiveKestrelClient(self.port, reliable, self.timeout)
+        return SimKestrelClient(rt, reliable, self.timeout)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            await self._server.stop()
+        if self._collection is not None and self.world.kind == "live":
+            self._collection.close()

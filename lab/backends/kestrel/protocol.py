@@ -1,0 +1,183 @@
+"""Kestrel's wire formats, sans-IO: bytes in, requests out; responses to bytes.
+
+Two line protocols share the port-less core: the memcache protocol (port 22133) and the
+text protocol (port 2222). Nothing here knows sockets or queues — the sessions interpret
+requests and the servers move bytes (the h11 split).
+
+Memcache framing follows the original's codec: a line ends at ``\\n`` (a preceding ``\\r``
+is dropped), is read as ISO-8859-1 and split on single spaces like Java's ``split(" ")``
+(two spaces make an empty token; trailing empty tokens vanish); only the first token is
+lower-cased. A storage command's line carries the byte count in token 4; the value is
+the next N bytes and the two bytes after it are skipped unchecked.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+STORAGE_COMMANDS = frozenset({"set", "add", "replace", "append", "prepend", "cas"})
+#: A line longer than this without a newline is an attack or a bug, not a request.
+MAX_LINE = 64 * 1024
+#: The largest value a storage command may announce (the queue's maxItemSize applies later).
+MAX_VALUE = 256 * 1024 * 1024
+_INT = re.compile(r"[+-]?[0-9]+")
+
+
+class ProtocolDrop(Exception):
+    """The input cannot be framed: the connection is dropped without a reply (as the original)."""
+
+
+def java_split(line: str) -> list[str]:
+    """``line.split(" ")`` as Java does it: trailing empty tokens removed."""
+    tokens = line.split(" ")
+    while len(tokens) > 1 and tokens[-1] == "":
+        tokens.pop()
+    return tokens
+
+
+def java_int(text: str) -> int:
+    """Integer.parseInt: optional sign, decimal digits, 32-bit; ValueError otherwise."""
+    if not _INT.fullmatch(text):
+        raise ValueError(f"not a number: {text!r}")
+    value = int(text)
+    if not -(2**31) <= value < 2**31:
+        raise ValueError(f"out of range: {text!r}")
+    return value
+
+
+@dataclass
+class MemcacheRequest:
+    command: str  # lower-cased
+    args: list[str]  # the tokens after the command, case kept
+    data: bytes | None = None  # a storage command's value
+    size: int = 0  # bytes this request took on the wire
+
+
+class MemcacheParser:
+    """Feed bytes, take complete requests. Raises ProtocolDrop on a framing error."""
+
+    def __init__(self, max_value: int = MAX_VALUE):
+        self.buffer = bytearray()
+        self.max_value = max_value
+        self._pending: tuple[list[str], int, int] | None = None  # tokens, value size, line bytes
+
+    def feed(self, data: bytes) -> None:
+        self.buffer += data
+
+    def next_request(self) -> MemcacheRequest | None:
+        """The next complete request, or None until more bytes arrive."""
+        if self._pending is None:
+            end = self.buffer.find(b"\n")
+            if end < 0:
+                if len(self.buffer) > MAX_LINE:
+                    raise ProtocolDrop(f"request line longer than {MAX_LINE} bytes")
+                return None
+            raw = bytes(self.buffer[:end])
+            del self.buffer[: end + 1]
+            line = (raw[:-1] if raw.endswith(b"\r") else raw).decode("latin-1")
+            tokens = java_split(line)
+            command = tokens[0].lower()
+            if command not in STORAGE_COMMANDS:
+                return MemcacheRequest(command, tokens[1:], None, end + 1)
+            if len(tokens) < 5:
+                raise ProtocolDrop(f"{command}: expected 5 tokens, got {len(tokens)}")
+            try:
+                size = java_int(tokens[4])
+            except ValueError:
+                raise ProtocolDrop(f"{command}: bad byte count {tokens[4]!r}") from None
+            if size < 0 or size > self.max_value:
+                raise ProtocolDrop(f"{command}: byte count {size} out of range (0 to {self.max_value})")
+            self._pending = (tokens, size, end + 1)
+        tokens, size, line_bytes = self._pending
+        if len(self.buffer) < size + 2:
+            return None
+        data = bytes(self.buffer[:size])
+        del self.buffer[: size + 2]  # the terminator is skipped unchecked, as the original
+        self._pending = None
+        return MemcacheRequest(tokens[0].lower(), tokens[1:], data, line_bytes + size + 2)
+
+
+def memcache_line(text: str) -> bytes:
+    return text.encode("latin-1") + b"\r\n"
+
+
+def memcache_value(queue: str, data: bytes) -> bytes:
+    """One item: ``VALUE <queue> 0 <len>``, the data, ``END``."""
+    return b"".join((b"VALUE ", queue.encode("latin-1"), b" 0 ", str(len(data)).encode(), b"\r\n",
+                     data, b"\r\nEND\r\n"))
+
+
+END = b"END\r\n"
+
+
+# ---------------------------------------------------------------------------------------
+# the text protocol
+
+
+@dataclass
+class TextRequest:
+    command: str
+    args: list[str]
+    items: list[bytes] | None = None  # a put's item lines
+    size: int = 0
+
+
+@dataclass
+class TextParser:
+    """Line protocol: ``put <q>:`` then item lines until an empty line; other commands one line.
+
+    Items are the lines' raw bytes (the original re-encoded them ISO-8859-1 -> UTF-8,
+    mangling every byte >= 0x80; we keep them as sent), without the line end.
+    """
+
+    max_put_bytes: int = MAX_VALUE
+    buffer: bytearray = field(default_factory=bytearray)
+    _put: TextRequest | None = None
+
+    def feed(self, data: bytes) -> None:
+        self.buffer += data
+
+    def next_request(self) -> TextRequest | None:
+        while True:
+            end = self.buffer.find(b"\n")
+            if end < 0:
+                if len(self.buffer) > max(MAX_LINE, self.max_put_bytes):
+                    raise ProtocolDrop(f"line longer than {max(MAX_LINE, self.max_put_bytes)} bytes")
+                return None
+            raw = bytes(self.buffer[:end])
+            del self.buffer[: end + 1]
+            line = raw[:-1] if raw.endswith(b"\r") else raw
+            if self._put is not None:
+                put = self._put
+                put.size += end + 1
+                if not line:
+                    self._put = None
+                    return put
+                assert put.items is not None
+                put.items.append(line)
+                if put.size > self.max_put_bytes:
+                    raise ProtocolDrop(f"put larger than {self.max_put_bytes} bytes")
+                continue
+            text = line.decode("latin-1")
+            if text.endswith(":"):
+                tokens = java_split(text[:-1])
+                self._put = TextRequest(tokens[0].lower(), tokens[1:], [], end + 1)
+                continue
+            tokens = java_split(text)
+            return TextRequest(tokens[0].lower(), tokens[1:], None, end + 1)
+
+
+def text_count(n: int) -> bytes:
+    return b"+%d\n" % n
+
+
+def text_error(message: str) -> bytes:
+    return b"-" + message.encode("latin-1", "replace") + b"\n"
+
+
+def text_item(data: bytes) -> bytes:
+    return b":" + data + b"\n"
+
+
+TEXT_NONE = b"*\n"

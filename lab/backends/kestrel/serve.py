@@ -1,0 +1,94 @@
+"""`lab serve kestrel`: the memcache, text and admin ports over a queue folder, until
+SIGINT/SIGTERM (then every journal is fsynced and closed)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+from typing import TYPE_CHECKING
+
+from lab.backends.kestrel.config import ServerConfig, load_config
+from lab.runtime import LiveWorld, Runtime
+from lab.storage import RuntimeStore
+
+if TYPE_CHECKING:
+    from lab.backends.kestrel.core.collection import QueueCollection
+
+NODE = "kestrel"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--port", type=int, help="memcache port (default 22133, or the config's; 0 = any free port)")
+    p.add_argument("--text-port", type=int, help="text protocol port (default 2222, or the config's)")
+    p.add_argument("--admin-port", type=int, help="admin HTTP port: /stats.json, /stats.txt (default 2223)")
+    p.add_argument("--host", help="address to listen on (default 127.0.0.1, or the config's listenAddress)")
+    p.add_argument("--data-dir", type=Path, help="the queue path: one journal per queue (default: the config's queuePath)")
+    p.add_argument("--config", type=Path, help="a TOML file with the original's option names (see the README)")
+
+
+def config_from(args: argparse.Namespace) -> ServerConfig:
+    """The server's configuration: the file's, then the flags; ValueError names the problem."""
+    config = load_config(args.config) if args.config else ServerConfig()
+    for flag, attr in (("port", "memcache_port"), ("text_port", "text_port"), ("admin_port", "admin_port")):
+        value = getattr(args, flag)
+        if value is not None:
+            if not 0 <= value <= 65535:
+                raise ValueError(f"--{flag.replace('_', '-')} {value}: use 0 to 65535")
+            setattr(config, attr, value)
+    if args.host:
+        config.listen_address = args.host
+    if args.data_dir:
+        config.queue_path = str(args.data_dir)
+    elif not args.config:
+        raise ValueError("give --data-dir (or a --config with queuePath)")
+    return config
+
+
+def serve(args: argparse.Namespace, ready=print) -> None:
+    """Serve until interrupted; ``ready`` is told the ports once they are open."""
+    config = config_from(args)
+    queue_path = Path(config.queue_path)
+    queue_path.mkdir(parents=True, exist_ok=True)
+    if not os.access(queue_path, os.W_OK):
+        raise ValueError(f"queue path {queue_path} is not writable")
+    world = LiveWorld(root=queue_path, disk_roots={NODE: queue_path})
+
+    async def main(_control: Runtime) -> None:
+        # imported here: `lab --help` should not load the server
+        from lab.backends.kestrel.core.collection import QueueCollection
+        from lab.backends.kestrel.server import KestrelServer
+
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        made: list["QueueCollection"] = []
+
+        async def boot(rt: Runtime) -> None:
+            made.append(QueueCollection(rt, config, RuntimeStore(rt, "."), epoch_ms=0,
+                                        memory_budget=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")))
+
+        rt = await world.start(NODE, boot)
+        collection = made[0]
+
+        def reload() -> None:
+            if args.config:
+                collection.reload(load_config(args.config))
+
+        server = KestrelServer(collection, config.max_open_transactions, config.client_timeout,
+                               on_shutdown=stop.set, on_reload=reload)
+        ports = await server.start(config.listen_address, config.memcache_port, config.text_port, config.admin_port)
+        rt.spawn(collection.run_timers(), name="timers")
+        ready(f"kestrel serving {queue_path} on {config.listen_address}: "
+              + ", ".join(f"{k} {v}" for k, v in ports.items()))
+        try:
+            await stop.wait()
+        finally:
+            await server.stop()
+            collection.close()
+
+    world.run(main)

@@ -1,0 +1,187 @@
+"""Kestrel's live servers on asyncio: the memcache port, the text port and the admin HTTP
+port (``/stats.json``, ``/stats.txt``), over one QueueCollection.
+
+Each connection is an ``asyncio.Protocol`` feeding a sans-IO parser and one long-lived
+task that runs its requests strictly in order (as the original's serial dispatcher). A
+disconnect cancels that task — a blocking read gives up its place, and the item it was
+woken for goes to the next waiter — and aborts the connection's open reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Callable
+
+from aiohttp import web
+
+from lab.backends.kestrel.core.collection import QueueCollection
+from lab.backends.kestrel.core.memcache import MemcacheHandler
+from lab.backends.kestrel.core.session import Session
+from lab.backends.kestrel.core.text import TextHandler
+from lab.backends.kestrel.protocol import MemcacheParser, ProtocolDrop, TextParser
+
+log = logging.getLogger(__name__)
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, server: "KestrelServer", parser: Any, make_handler: Callable[[Session], Any]):
+        self.server = server
+        self.parser = parser
+        self.make_handler = make_handler
+        self.transport: asyncio.Transport | None = None
+        self.arrived = asyncio.Event()
+        self.task: asyncio.Task | None = None
+        self.session: Session | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        collection = self.server.collection
+        self.session = Session(collection, self.server.max_open_transactions)
+        collection.stats.curr_connections += 1
+        collection.stats.total_connections += 1
+        self.server.connections.add(self)
+        self.task = asyncio.get_running_loop().create_task(self._serve(self.make_handler(self.session)))
+
+    def data_received(self, data: bytes) -> None:
+        self.server.collection.stats.bytes_read += len(data)
+        self.parser.feed(data)
+        self.arrived.set()
+
+    def eof_received(self) -> bool:
+        return False  # close our side too: a half-closed client is gone
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+        assert self.session is not None
+        self.session.close()
+        self.server.collection.stats.curr_connections -= 1
+        self.server.connections.discard(self)
+
+    async def send(self, data: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
+            self.server.collection.stats.bytes_written += len(data)
+
+    async def _serve(self, handler: Any) -> None:
+        timeout = self.server.client_timeout
+        try:
+            while True:
+                try:
+                    request = self.parser.next_request()
+                except ProtocolDrop as e:
+                    log.info("dropping a connection: %s", e)
+                    break
+                if request is None:
+                    self.arrived.clear()
+                    if timeout is None:
+                        await self.arrived.wait()
+                    else:
+                        try:
+                            await asyncio.wait_for(self.arrived.wait(), timeout)
+                        except TimeoutError:
+                            break  # clientTimeout: idle too long
+                    continue
+                if not await handler.handle(request, self.send):
+                    break
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("kestrel: a request failed; closing its connection")
+        finally:
+            if self.transport is not None:
+                self.transport.close()
+
+
+class KestrelServer:
+    """The listeners of one collection; ``start()`` binds, ``stop()`` closes."""
+
+    def __init__(self, collection: QueueCollection, max_open_transactions: int = 1,
+                 client_timeout: float | None = None, on_shutdown: Callable[[], None] | None = None,
+                 on_reload: Callable[[], None] | None = None):
+        self.collection = collection
+        self.max_open_transactions = max_open_transactions
+        self.client_timeout = client_timeout
+        self.on_shutdown = on_shutdown
+        self.on_reload = on_reload
+        self.connections: set[Connection] = set()
+        self.servers: list[asyncio.base_events.Server] = []
+        self.admin: web.AppRunner | None = None
+        self.ports: dict[str, int] = {}
+
+    async def start(self, host: str = "127.0.0.1", memcache_port: int | None = 22133,
+                    text_port: int | None = None, admin_port: int | None = None) -> dict[str, int]:
+        """Bind the ports given (0 = any free one); the bound ports by protocol."""
+        loop = asyncio.get_running_loop()
+        if memcache_port is not None:
+            server = await loop.create_server(
+                lambda: Connection(self, MemcacheParser(),
+                                   lambda s: MemcacheHandler(s, self.on_shutdown, self.on_reload)),
+                host, memcache_port, reuse_address=True)
+            self.servers.append(server)
+            self.ports["memcache"] = server.sockets[0].getsockname()[1]
+        if text_port is not None:
+            server = await loop.create_server(
+                lambda: Connection(self, TextParser(), lambda s: TextHandler(s, self.on_shutdown)),
+                host, text_port, reuse_address=True)
+            self.servers.append(server)
+            self.ports["text"] = server.sockets[0].getsockname()[1]
+        if admin_port is not None:
+            self.admin = web.AppRunner(self._admin_app(), access_log=None)
+            await self.admin.setup()
+            site = web.TCPSite(self.admin, host, admin_port)
+            await site.start()
+            self.ports["admin"] = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return dict(self.ports)
+
+    def _admin_app(self) -> web.Application:
+        app = web.Application()
+        app.add_routes([web.get("/stats.json", self._stats_json), web.get("/stats.txt", self._stats_txt)])
+        return app
+
+    def stats(self) -> dict[str, Any]:
+        """Global and per-queue stats, named as the original's ostrich admin port."""
+        c = self.collection
+        out: dict[str, Any] = {k: _number(v) for k, v in c.global_stats()}
+        out["cmd_monitor"] = c.stats.cmd_monitor
+        out["cmd_monitor_get"] = c.stats.cmd_monitor_get
+        out["status"] = c.status
+        for name in c.names():
+            for key, value in c.queue_stats(name):
+                out[f"q/{name}/{key}"] = _number(value)
+        for alias in sorted(c.config.aliases):
+            for key, value in c.queue_stats(alias):
+                out[f"q/{alias}/{key}"] = _number(value)
+        return out
+
+    async def _stats_json(self, request: web.Request) -> web.Response:
+        return web.json_response(self.stats())
+
+    async def _stats_txt(self, request: web.Request) -> web.Response:
+        lines = [f"{k}: {v}" for k, v in self.stats().items()]
+        return web.Response(text="\n".join(lines) + "\n")
+
+    async def stop(self) -> None:
+        for server in self.servers:
+            server.close()
+        for connection in list(self.connections):
+            if connection.transport is not None:
+                connection.transport.close()
+        for server in self.servers:
+            await server.wait_closed()
+        if self.admin is not None:
+            await self.admin.cleanup()
+
+
+def _number(value: str) -> Any:
+    try:
+        return int(value)
+    except ValueError:
+        try:
+            return float(value)
+        except ValueError:
+            return value
+
+
+__all__ = ["KestrelServer", "Connection"]
