@@ -211,20 +211,44 @@ class RuntimeStore:
 
     def remove(self, name: str) -> None:
         handle = self._files.pop(name, None)
-        if handle is not None:
-            handle.file.close()
         self.rt.disk.remove(self._path(name))
+        if handle is not None:
+            self._retire(handle)
 
     def rename(self, src: str, dst: str) -> None:
-        for name in (src, dst):
-            handle = self._files.pop(name, None)
-            if handle is not None:
-                handle.file.close()
+        """Rename; an open handle follows the file (as an fd follows its inode)."""
         self.rt.disk.rename(self._path(src), self._path(dst))
+        replaced = self._files.pop(dst, None)
+        if replaced is not None:
+            self._retire(replaced)
+        handle = self._files.pop(src, None)
+        if handle is not None:
+            handle.name = dst
+            self._files[dst] = handle
+
+    def _retire(self, handle: RuntimeFile) -> None:
+        """Close a handle no name leads to any more — after the fsyncs already asked for."""
+        pending = [task for task in self._pending if not task.done()]
+        if not pending:
+            handle.file.close()
+            return
+
+        async def close_when_synced() -> None:
+            try:
+                for task in pending:
+                    try:
+                        await task
+                    except Exception:
+                        pass  # raised to whoever settles; here we only close
+            finally:
+                handle.file.close()
+
+        self.rt.spawn(close_when_synced(), name=f"close {handle.name}")
 
     def fsync(self, handle: RuntimeFile) -> Any:
         """Start an fsync now (it covers every byte appended so far); the task, which
-        ``settle()`` awaits. Renaming or removing the file must wait until it is done."""
+        ``settle()`` awaits. The file may be renamed or removed meanwhile: its handle
+        stays open until the fsyncs asked for are done."""
         task = self.rt.spawn(handle.file.fsync(), name=f"fsync {handle.name}")
         self._pending.append(task)
         return task
@@ -236,11 +260,13 @@ class RuntimeStore:
         return self.rt.now() - self.touched.get(name, self.booted)
 
     async def settle(self) -> None:
-        """Wait for every fsync requested so far."""
-        while self._pending:
-            pending, self._pending = self._pending, []
-            for task in pending:
+        """Wait for every fsync requested so far — not for ones requested while waiting,
+        or a busy server would never answer anyone."""
+        try:
+            for task in list(self._pending):
                 await task
+        finally:  # a failed fsync is raised to those waiting now, then forgotten
+            self._pending = [task for task in self._pending if not task.done()]
 
     def close(self) -> None:
         for handle in self._files.values():

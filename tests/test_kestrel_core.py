@@ -119,7 +119,9 @@ def _sim(body, config: ServerConfig | None = None, seed: int = 1):
 
         async def restart(tear: bool = False):
             world.crash("k", tear=tear)
-            await world.start("k", boot)
+            await control.sleep(0.01)
+            world.restart("k")
+            await control.sleep(0.01)
             return made[-1]
 
         return await body(control, made[-1], restart)
@@ -136,6 +138,7 @@ def test_sim_restart_rolls_back_open_transactions_in_xid_order():
         c.confirm_remove("q", xids[3])
         await c.settle()
         c.queues["q"].journal.close()  # fsync, as a clean shutdown would (syncJournal never)
+        await c.settle()
         c = await restart()
         return [(await c.remove("q"))[1].data for _ in range(3)], await c.remove("q")
 
@@ -199,7 +202,9 @@ def test_runner_valid_in_both_worlds(tmp_path: Path, world: str, ack: str):
     assert result.verdict.duplicated == 0
 
 
-CRASH = {**RELIABLE, "duration": 2.0, "faults": [{"fault": "crash", "at": 1.0, "duration": 0.2, "target": "servers"}]}
+# One consumer behind two producers: a backlog sits in the queue when the server dies.
+CRASH = {**RELIABLE, "consumers": 1, "rate": 4000, "duration": 2.0,
+         "faults": [{"fault": "crash", "at": 1.0, "duration": 0.2, "target": "servers"}]}
 
 
 def test_runner_crash_loses_stored_items_unless_every_write_is_synced(tmp_path: Path):

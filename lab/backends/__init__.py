@@ -24,6 +24,7 @@ from lab.runtime import Runtime, World
 # never slow down or break another's.
 REGISTRY: dict[str, str] = {
     "ideal": "lab.backends.ideal.driver:IdealBackend",
+    "kestrel": "lab.backends.kestrel.driver:KestrelBackend",
     "queuefka": "lab.backends.queuefka.driver:QueuefkaBackend",
 }
 

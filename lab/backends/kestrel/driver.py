@@ -37,7 +37,7 @@ class SimMemcacheFront:
         self.max_open = max_open
         self.connections: dict[str, tuple[MemcacheParser, MemcacheHandler]] = {}
 
-    async def handle(self, message: Any) -> Any:
+    async def handle(self, source: str, message: Any) -> Any:
         kind, conn, data = message
         if kind == "close":
             self._close(conn)

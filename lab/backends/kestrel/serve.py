@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import signal
 from pathlib import Path
@@ -51,6 +52,8 @@ def config_from(args: argparse.Namespace) -> ServerConfig:
 def serve(args: argparse.Namespace, ready=print) -> None:
     """Serve until interrupted; ``ready`` is told the ports once they are open."""
     config = config_from(args)
+    # journal warnings (a cut tail: "DATA MAY HAVE BEEN LOST") must reach the operator
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     queue_path = Path(config.queue_path)
     queue_path.mkdir(parents=True, exist_ok=True)
     if not os.access(queue_path, os.W_OK):

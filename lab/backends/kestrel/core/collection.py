@@ -153,12 +153,12 @@ class QueueCollection:
         q = self.queue(name)
         if q is None:
             return None
-        deadline = None if not timeout_ms else self.rt.now() + timeout_ms / 1000
+        deadline_ns = None if not timeout_ms else self.rt.now_ns() + timeout_ms * 1_000_000
         while True:
             got = self._take(q, transaction, peek)
-            if got is not None or deadline is None or q.closed:
+            if got is not None or deadline_ns is None or q.closed:
                 break
-            remaining_ms = int((deadline - self.rt.now()) * 1000)
+            remaining_ms = (deadline_ns - self.rt.now_ns()) / 1e6
             if remaining_ms <= 0:
                 break
             try:
@@ -240,6 +240,9 @@ class QueueCollection:
         """Wait for every fsync requested so far (syncJournal = every write)."""
         if self.store is not None and hasattr(self.store, "settle"):
             await self.store.settle()
+            for q in self.queues.values():
+                if q.journal is not None and q.journal.pending_pack is not None:
+                    q.journal.finish_pack()  # its fsync is done: the rewrite can replace the old files
 
     # ------------------------------------------------------------------ background
     async def run_timers(self) -> None:

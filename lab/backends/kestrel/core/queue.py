@@ -310,7 +310,7 @@ class KestrelQueue:
             waiter.woken = True
             waiter.event.set()
 
-    async def wait_for_item(self, timeout_ms: int, peek: bool) -> bool:
+    async def wait_for_item(self, timeout_ms: float, peek: bool) -> bool:
         """Block until woken (True) or ``timeout_ms`` passes (False); FIFO among waiters.
 
         A waiter cancelled (its client gone) after being woken hands the wake to the

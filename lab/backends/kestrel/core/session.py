@@ -31,6 +31,9 @@ class Session:
         return len(self.open_reads.get(queue, ()))
 
     def record_open(self, queue: str, xid: int) -> None:
+        if self.closed:  # the client left while its read was being served
+            self.collection.unremove(queue, xid)
+            return
         self.open_reads.setdefault(queue, deque()).append(xid)
 
     def confirm_oldest(self, queue: str, count: int = 1) -> int:

@@ -1,0 +1,494 @@
+"""Kestrel's journal, byte-compatible with the original 2.4: one append-only file per
+queue (plus rotated files), records replayed at start-up, rotation and crash-safe rewrites.
+
+All integers little-endian; "size" counts the bytes after the size field:
+
+    0 ADD (legacy)          i32 size, i32 expiry (unix s), data          read only
+    1 REMOVE                -
+    2 ADDX                  i32 size (16+len), i64 add time ms, i64 expiry ms, data
+    3 REMOVE_TENTATIVE      - (legacy: the queue assigns the next xid)   read only
+    4 SAVE_XID              i32 xid                                      read only
+    5 UNREMOVE              i32 xid
+    6 CONFIRM_REMOVE        i32 xid
+    7 ADD_XID               i32 xid, ADDX block (a plain add)            read only
+    8 CONTINUE              i32 xid, ADDX block
+    9 REMOVE_TENTATIVE_XID  i32 xid
+
+Files: the current one is ``<queue>``; rotated ones ``<queue>.<ms>`` (replayed first, by
+timestamp); temporary ones contain ``~~``; a finished rewrite is ``<queue>.<ms>.pack``
+until its clean-up. All I/O goes through a Store, so the sim world's disk works too.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import struct
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator, Mapping, Union
+
+from lab.storage import FileStore, Store
+
+log = logging.getLogger(__name__)
+
+_I32 = struct.Struct("<i")
+_ADDX = struct.Struct("<iqq")  # size, add time, expiry
+_ADD_LEGACY = struct.Struct("<ii")  # size, expiry seconds
+_XID = struct.Struct("<bi")
+MAX_RECORD = 1 << 31
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    data: bytes
+    add_time: int  # ms since the epoch
+    expiry: int = 0  # ms since the epoch; 0 = never
+    xid: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Add:
+    item: Item
+
+
+@dataclass(frozen=True, slots=True)
+class Remove:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveTentative:
+    xid: int | None  # None: the legacy record without an xid
+
+
+@dataclass(frozen=True, slots=True)
+class SaveXid:
+    xid: int
+
+
+@dataclass(frozen=True, slots=True)
+class Unremove:
+    xid: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConfirmRemove:
+    xid: int
+
+
+@dataclass(frozen=True, slots=True)
+class Continue:
+    xid: int
+    item: Item
+
+
+Record = Union[Add, Remove, RemoveTentative, SaveXid, Unremove, ConfirmRemove, Continue]
+
+
+class Truncated(Exception):
+    """The buffer ends inside a record."""
+
+    def __init__(self, offset: int):
+        super().__init__(f"record cut short at byte {offset}")
+        self.offset = offset
+
+
+class BrokenRecord(Exception):
+    """Bytes that are no record (unknown opcode, impossible size)."""
+
+    def __init__(self, offset: int, reason: str):
+        super().__init__(f"broken record at byte {offset}: {reason}")
+        self.offset = offset
+        self.reason = reason
+
+
+# ------------------------------------------------------------------ records <-> bytes
+def _addx(item: Item) -> bytes:
+    return _ADDX.pack(16 + len(item.data), item.add_time, item.expiry) + item.data
+
+
+def encode(record: Record) -> bytes:
+    if isinstance(record, Add):
+        return b"\x02" + _addx(record.item)
+    if isinstance(record, Remove):
+        return b"\x01"
+    if isinstance(record, RemoveTentative):
+        return b"\x03" if record.xid is None else _XID.pack(9, record.xid)
+    if isinstance(record, SaveXid):
+        return _XID.pack(4, record.xid)
+    if isinstance(record, Unremove):
+        return _XID.pack(5, record.xid)
+    if isinstance(record, ConfirmRemove):
+        return _XID.pack(6, record.xid)
+    if isinstance(record, Continue):
+        return _XID.pack(8, record.xid) + _addx(record.item)
+    raise TypeError(f"not a journal record: {record!r}")
+
+
+def _need(buf: bytes | memoryview, start: int, pos: int, n: int) -> None:
+    if pos + n > len(buf):
+        raise Truncated(start)
+
+
+def _read_addx(buf: bytes | memoryview, start: int, pos: int) -> tuple[Item, int]:
+    _need(buf, start, pos, 20)
+    size, add_time, expiry = _ADDX.unpack_from(buf, pos)
+    if size < 16 or size > MAX_RECORD:
+        raise BrokenRecord(start, f"ADDX block of {size} bytes (at least 16)")
+    _need(buf, start, pos + 4, size)
+    data = bytes(buf[pos + 20: pos + 4 + size])
+    return Item(data, add_time, expiry), pos + 4 + size
+
+
+def decode(buf: bytes | memoryview, pos: int, now_ms: int) -> tuple[Record, int]:
+    """The record at ``pos`` and where the next one starts."""
+    start = pos
+    _need(buf, start, pos, 1)
+    op = buf[pos]
+    pos += 1
+    if op == 1:
+        return Remove(), pos
+    if op == 2:
+        item, pos = _read_addx(buf, start, pos)
+        return Add(item), pos
+    if op == 3:
+        return RemoveTentative(None), pos
+    if op in (4, 5, 6, 9):
+        _need(buf, start, pos, 4)
+        xid = _I32.unpack_from(buf, pos)[0]
+        cls = {4: SaveXid, 5: Unremove, 6: ConfirmRemove, 9: RemoveTentative}[op]
+        return cls(xid), pos + 4
+    if op in (7, 8):
+        _need(buf, start, pos, 4)
+        xid = _I32.unpack_from(buf, pos)[0]
+        item, pos = _read_addx(buf, start, pos + 4)
+        return (Add(item) if op == 7 else Continue(xid, item)), pos
+    if op == 0:
+        _need(buf, start, pos, 8)
+        size, expiry_s = _ADD_LEGACY.unpack_from(buf, pos)
+        if size < 4 or size > MAX_RECORD:
+            raise BrokenRecord(start, f"ADD block of {size} bytes (at least 4)")
+        _need(buf, start, pos + 4, size)
+        data = bytes(buf[pos + 8: pos + 4 + size])
+        return Add(Item(data, now_ms, expiry_s * 1000)), pos + 4 + size
+    raise BrokenRecord(start, f"unknown opcode {op}")
+
+
+def iter_records(buf: bytes | memoryview, now_ms: int) -> Iterator[tuple[int, Record]]:
+    """(offset, record) for each record of ``buf``; raises at the first bad one."""
+    pos = 0
+    while pos < len(buf):
+        record, end = decode(buf, pos, now_ms)
+        yield pos, record
+        pos = end
+
+
+# ------------------------------------------------------------------ the fsync policy
+@dataclass(frozen=True)
+class SyncPolicy:
+    """syncJournal: never (the default), every write (reply after the fsync), or every P s."""
+
+    kind: str = "never"
+    period: float = 0.0
+
+    @classmethod
+    def parse(cls, value: "None | str | float | SyncPolicy") -> "SyncPolicy":
+        if isinstance(value, SyncPolicy):
+            return value
+        if value is None or value == "never":
+            return cls("never")
+        if value == "always":
+            return cls("always")
+        if isinstance(value, str):
+            from lab.backends.kestrel.config import parse_duration
+
+            seconds = parse_duration(value, "syncJournal")
+            return cls.parse(seconds)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ValueError(f"syncJournal {value!r}: use never, always, or a period like \"100ms\"")
+        return cls("always") if value == 0 else cls("periodic", float(value))
+
+
+# ------------------------------------------------------------------ file names
+def _rotated_ms(name: str, queue: str) -> int | None:
+    m = re.fullmatch(re.escape(queue) + r"\.(\d+)", name)
+    return int(m.group(1)) if m else None
+
+
+def queue_names(store: Store) -> list[str]:
+    """Queues with journal files in ``store``: the part of each name before its first '.'."""
+    return sorted({n.split(".", 1)[0] for n in store.names() if "~~" not in n and n.split(".", 1)[0]
+                   and _is_file(store, n)})
+
+
+def _is_file(store: Store, name: str) -> bool:
+    path = getattr(store, "path", None)
+    return path is None or (path / name).is_file()
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class JournalCursor:
+    """Reads add records forward from a position, following rotations (read-behind)."""
+
+    def __init__(self, journal: "Journal", file: str, offset: int):
+        self.journal = journal
+        self.file = file
+        self.offset = offset
+        self._buf = b""
+        self._buf_at = offset
+
+    def next_item(self) -> Item | None:
+        """The next added item, or None once the writer's position is reached."""
+        j = self.journal
+        while True:
+            at_current = self.file == j.name
+            end = j.size if at_current else j.store.size(self.file)
+            if self.offset >= end:
+                if at_current:
+                    return None
+                self.file, self.offset = j._file_after(self.file), 0
+                self._buf, self._buf_at = b"", 0
+                continue
+            if not (self._buf_at <= self.offset and self.offset < self._buf_at + len(self._buf)):
+                j.flush_reads()
+                handle = j.store.open_read(self.file) if not at_current else j._handle
+                self._buf = handle.read(self.offset, min(end - self.offset, 1 << 20))
+                if not at_current:
+                    handle.close()
+                self._buf_at = self.offset
+            rel = self.offset - self._buf_at
+            try:
+                record, nxt = decode(self._buf, rel, j.clock_ms())
+            except Truncated:
+                self._buf = b""  # a record across the buffer's end: read again from it
+                handle = j.store.open_read(self.file) if not at_current else j._handle
+                self._buf = handle.read(self.offset, end - self.offset)
+                if not at_current:
+                    handle.close()
+                self._buf_at = self.offset
+                record, nxt = decode(self._buf, 0, j.clock_ms())
+                rel = 0
+            self.offset += nxt - rel
+            if isinstance(record, (Add, Continue)):
+                return record.item
+
+
+class Journal:
+    """The journal files of queue ``name`` in ``store``."""
+
+    def __init__(self, store: Store | str, name: str, sync: SyncPolicy | None = None,
+                 clock_ms: Callable[[], int] = _wall_ms):
+        self.store: Store = FileStore(store, create=True) if isinstance(store, str) else store
+        self.name = name
+        self.sync = sync or SyncPolicy()
+        self.clock_ms = clock_ms
+        self._handle = None
+        self._dirty = False
+        self._cursors: list[JournalCursor] = []
+        self.pending_pack: tuple[str, int] | None = None  # (temporary file, ms) awaiting its fsync
+
+    # -------------------------------------------------------------- files
+    def _pack_cleanup(self) -> None:
+        """A finished rewrite ``name.T.pack`` replaces every rotated file up to T."""
+        names = self.store.names()
+        for n in names:
+            if "~~" in n and n.split("~~", 1)[0] == self.name:
+                self.store.remove(n)  # an unfinished rewrite: its sources are intact
+        for n in names:
+            m = re.fullmatch(re.escape(self.name) + r"\.(\d+)\.pack", n)
+            if m:
+                packed = int(m.group(1))
+                for old in self.store.names():
+                    t = _rotated_ms(old, self.name)
+                    if t is not None and t <= packed:
+                        self.store.remove(old)
+                self.store.rename(n, f"{self.name}.{packed}")
+                self.store.sync_names()
+
+    def rotated(self) -> list[str]:
+        found = [(t, n) for n in self.store.names() if (t := _rotated_ms(n, self.name)) is not None]
+        return [n for _, n in sorted(found)]
+
+    def files(self) -> list[str]:
+        """Replay order: rotated files by timestamp, then the current file."""
+        self._pack_cleanup()
+        return self.rotated() + ([self.name] if self.store.exists(self.name) else [])
+
+    def _file_after(self, name: str) -> str:
+        order = self.rotated() + [self.name]
+        return order[order.index(name) + 1] if name in order else self.name
+
+    # -------------------------------------------------------------- replay
+    def replay(self) -> Iterator[Record]:
+        """Every record of every file, in order. A bad record (cut short, unknown opcode,
+        impossible size) ends its file: the file is truncated there, with a warning."""
+        now = self.clock_ms()
+        for name in self.files():
+            handle = self.store.open_read(name)
+            try:
+                buf = handle.read(0, handle.size())
+            finally:
+                handle.close()
+            pos = 0
+            try:
+                for pos, record in iter_records(buf, now):
+                    yield record
+            except (Truncated, BrokenRecord) as e:
+                bad = e.offset
+                log.warning("journal %s/%s: %s. DATA MAY HAVE BEEN LOST! Truncated entry will be deleted "
+                            "(%d bytes cut at byte %d).", self.store.location, name, e, len(buf) - bad, bad)
+                handle = self.store.open(name)
+                handle.truncate(bad)
+                self.store.fsync(handle)
+                if name != self.name:
+                    handle.close()
+
+    # -------------------------------------------------------------- writing
+    def open(self) -> None:
+        if self._handle is None:
+            self._handle = self.store.open(self.name)
+
+    def _append(self, data: bytes) -> None:
+        if self._handle is None:
+            self.open()
+        self._handle.append(data)
+        if self.sync.kind == "always":
+            self.store.fsync(self._handle)
+        else:
+            self._dirty = True
+
+    def add(self, item: Item) -> None:
+        self._append(b"\x02" + _addx(item))
+
+    def remove(self) -> None:
+        self._append(b"\x01")
+
+    def remove_tentative(self, xid: int) -> None:
+        self._append(_XID.pack(9, xid))
+
+    def unremove(self, xid: int) -> None:
+        self._append(_XID.pack(5, xid))
+
+    def confirm_remove(self, xid: int) -> None:
+        self._append(_XID.pack(6, xid))
+
+    def continue_(self, xid: int, item: Item) -> None:
+        self._append(_XID.pack(8, xid) + _addx(item))
+
+    def sync_if_dirty(self) -> None:
+        if self._dirty and self._handle is not None:
+            self._dirty = False
+            self.store.fsync(self._handle)
+
+    async def settle(self) -> None:
+        settle = getattr(self.store, "settle", None)
+        if settle is not None:
+            await settle()
+        self.finish_pack()
+
+    def flush_reads(self) -> None:
+        """Nothing is buffered on our side: appends go straight to the store."""
+
+    # -------------------------------------------------------------- sizes
+    @property
+    def size(self) -> int:
+        if self._handle is not None:
+            return self._handle.size()
+        return self.store.size(self.name) if self.store.exists(self.name) else 0
+
+    @property
+    def archived_size(self) -> int:
+        return sum(self.store.size(n) for n in self.rotated())
+
+    @property
+    def total_size(self) -> int:
+        return self.size + self.archived_size
+
+    # -------------------------------------------------------------- rotation and rewrite
+    def _unique_ms(self, suffix: str = "") -> int:
+        ms = self.clock_ms()
+        names = set(self.store.names())
+        while f"{self.name}.{ms}" in names or f"{self.name}.{ms}{suffix}" in names or f"{self.name}~~{ms}" in names:
+            ms += 1
+        return ms
+
+    def _close_current(self) -> None:
+        if self._handle is not None:
+            self.store.fsync(self._handle)
+            self._handle = None
+
+    def rotate(self) -> str:
+        """The current file becomes ``name.<ms>``; a new empty current file starts."""
+        self.open()
+        ms = self._unique_ms()
+        rotated = f"{self.name}.{ms}"
+        self._close_current()
+        self.store.rename(self.name, rotated)
+        for cursor in self._cursors:
+            if cursor.file == self.name:
+                cursor.file = rotated
+        self.open()
+        self.store.sync_names()
+        return rotated
+
+    def rewrite(self, open_items: Mapping[int, Item], items: Iterable[Item]) -> None:
+        """Replace every file by one holding just the open transactions and the queue.
+
+        Crash-safe without stopping the queue: the current file is rotated first, so
+        appends from now on go to a fresh one; the pack, written to ``name~~<ms>``,
+        replaces every file up to the rotated one only once it is on disk (at once
+        with plain files; at the next ``settle()`` on a Runtime disk). A crash before
+        that replays the old files, which are still whole.
+        """
+        rotated = self.rotate()
+        ms = int(rotated.rsplit(".", 1)[1])
+        tmp = f"{self.name}~~{ms}"
+        out = [b"".join((b"\x02" + _addx(item), _XID.pack(9, xid)))
+               for xid, item in sorted(open_items.items(), reverse=True)]
+        out += [b"\x02" + _addx(item) for item in items]
+        handle = self.store.open(tmp)
+        handle.append(b"".join(out))
+        self.pending_pack = (tmp, ms)
+        self._cursors.clear()
+        if self.store.fsync(handle) is None:  # plain files: the fsync is done
+            self.finish_pack()
+
+    def finish_pack(self) -> None:
+        """The pack is on disk: it replaces the files up to it (and the current file too,
+        when nothing was appended since, as the original's rewrite leaves one file)."""
+        if self.pending_pack is None:
+            return
+        tmp, ms = self.pending_pack
+        self.pending_pack = None
+        self.store.rename(tmp, f"{self.name}.{ms}.pack")
+        self._pack_cleanup()  # every rotated file up to ms goes; the pack becomes name.<ms>
+        if self.size == 0 and not self.rotated()[:-1]:
+            self._handle = None
+            self.store.remove(self.name)
+            self.store.rename(f"{self.name}.{ms}", self.name)
+            self.open()
+        self.store.sync_names()
+
+    def cursor_at_end(self) -> JournalCursor:
+        self.open()
+        cursor = JournalCursor(self, self.name, self.size)
+        self._cursors.append(cursor)
+        return cursor
+
+    def erase(self) -> None:
+        self._handle = None
+        for n in self.store.names():
+            if n == self.name or n.startswith(self.name + ".") or n.startswith(self.name + "~~"):
+                if _rotated_ms(n, self.name) is not None or n == self.name or "~~" in n or n.endswith(".pack"):
+                    self.store.remove(n)
+        self.store.sync_names()
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self.store.fsync(self._handle)
+            self._handle.close()
+            self._handle = None
