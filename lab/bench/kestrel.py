@@ -10,6 +10,7 @@ within each round (the same neighbours, the same minute).
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import socket
@@ -109,16 +110,19 @@ def ensure_memcached() -> str | None:
 class Memcached:
     def __init__(self, binary: str):
         self.port = _free_port()
-        self.proc = subprocess.Popen([binary, "-p", str(self.port), "-U", "0", "-l", "127.0.0.1", "-m", "256"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # memcached refuses to run as root unless told which user to be
+        user = ["-u", "root"] if os.geteuid() == 0 else []
+        self.proc = subprocess.Popen([binary, "-p", str(self.port), "-U", "0", "-l", "127.0.0.1", "-m", "256", *user],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 10
         while True:
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
                 break
             except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("memcached did not start")
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    self.proc.kill()
+                    raise RuntimeError(f"memcached did not start: {self.proc.stderr.read().strip()}")
                 time.sleep(0.05)
 
     def stop(self) -> None:

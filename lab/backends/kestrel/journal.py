@@ -290,10 +290,12 @@ class Journal:
         self._dirty = False
         self._cursors: list[JournalCursor] = []
         self.pending_pack: tuple[str, int] | None = None  # (temporary file, ms) awaiting its fsync
+        self._archived: int | None = None  # bytes in rotated files; None: not counted yet
 
     # -------------------------------------------------------------- files
     def _pack_cleanup(self) -> None:
         """A finished rewrite ``name.T.pack`` replaces every rotated file up to T."""
+        self._archived = None
         names = self.store.names()
         for n in names:
             if "~~" in n and n.split("~~", 1)[0] == self.name:
@@ -402,7 +404,10 @@ class Journal:
 
     @property
     def archived_size(self) -> int:
-        return sum(self.store.size(n) for n in self.rotated())
+        # checked around every add and remove: listed once, then kept up to date
+        if self._archived is None:
+            self._archived = sum(self.store.size(n) for n in self.rotated())
+        return self._archived
 
     @property
     def total_size(self) -> int:
@@ -426,6 +431,7 @@ class Journal:
         self.open()
         ms = self._unique_ms()
         rotated = f"{self.name}.{ms}"
+        self._archived = None
         self._close_current()
         self.store.rename(self.name, rotated)
         for cursor in self._cursors:
@@ -481,6 +487,7 @@ class Journal:
 
     def erase(self) -> None:
         self._handle = None
+        self._archived = None
         for n in self.store.names():
             if n == self.name or n.startswith(self.name + ".") or n.startswith(self.name + "~~"):
                 if _rotated_ms(n, self.name) is not None or n == self.name or "~~" in n or n.endswith(".pack"):
