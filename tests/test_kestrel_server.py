@@ -580,3 +580,29 @@ def test_protocol_fuzz_never_crashes_the_server_nor_disturbs_others(server, byst
     assert server.proc.poll() is None, "the server died"
     s = stats(server.port)
     assert s["queue_bystander_open_transactions"] == "1" and s["queue_bystander_items"] == "1"
+
+
+def test_cluster_client_spreads_operations_over_servers_that_share_nothing(tmp_path: Path):
+    from lab.backends.kestrel.client import KestrelCluster
+
+    servers = [KestrelProcess(tmp_path / f"s{i}", "maxOpenTransactions = 5\n").start() for i in range(2)]
+    try:
+        cluster = KestrelCluster([("127.0.0.1", s.port) for s in servers], seed=3)
+        items = [b"m%02d" % i for i in range(40)]
+        assert all(cluster.put("jobs", item) for item in items)
+        counts = [stats(s.port)["queue_jobs_items"] for s in servers]
+        assert all(int(c) > 5 for c in counts) and sum(map(int, counts)) == 40  # both got a share
+        got = []
+        for _ in range(200):
+            item = cluster.take("jobs", open=True)
+            if item is not None:
+                got.append(item)
+                cluster.confirm("jobs")  # on the server that handed it out
+            if len(got) == 40:
+                break
+        assert sorted(got) == items  # every item once; order only per server (loosely ordered)
+        assert [stats(s.port)["queue_jobs_open_transactions"] for s in servers] == ["0", "0"]
+        cluster.close()
+    finally:
+        for s in servers:
+            s.stop()
