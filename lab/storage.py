@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, Awaitable, Protocol
+from typing import Any, Callable, Protocol
 
 from lab.runtime import Runtime
 
@@ -183,7 +183,7 @@ class RuntimeStore:
         self.directory = directory
         self.location = f"{rt.node}:{directory}"
         self._files: dict[str, RuntimeFile] = {}
-        self._pending: list[Awaitable[None]] = []
+        self._pending: dict[str, list[Any]] = {}  # file name -> fsync tasks not known to be done
         # Runtime disks have no mtimes: ages count from the last append seen by this
         # incarnation, or from its boot — late, never early, so retention is conservative.
         self.booted = rt.now()
@@ -225,10 +225,12 @@ class RuntimeStore:
         if handle is not None:
             handle.name = dst
             self._files[dst] = handle
+        if src in self._pending:
+            self._pending.setdefault(dst, []).extend(self._pending.pop(src))
 
     def _retire(self, handle: RuntimeFile) -> None:
         """Close a handle no name leads to any more — after the fsyncs already asked for."""
-        pending = [task for task in self._pending if not task.done()]
+        pending = [task for task in self._pending.get(handle.name, []) if not task.done()]
         if not pending:
             handle.file.close()
             return
@@ -250,7 +252,7 @@ class RuntimeStore:
         ``settle()`` awaits. The file may be renamed or removed meanwhile: its handle
         stays open until the fsyncs asked for are done."""
         task = self.rt.spawn(handle.file.fsync(), name=f"fsync {handle.name}")
-        self._pending.append(task)
+        self._pending.setdefault(handle.name, []).append(task)
         return task
 
     def sync_names(self) -> None:
@@ -259,14 +261,22 @@ class RuntimeStore:
     def age(self, name: str) -> float:
         return self.rt.now() - self.touched.get(name, self.booted)
 
-    async def settle(self) -> None:
-        """Wait for every fsync requested so far — not for ones requested while waiting,
-        or a busy server would never answer anyone."""
+    async def settle(self, match: Callable[[str], bool] | None = None) -> None:
+        """Wait for the fsyncs requested so far — of the files ``match`` accepts (all by
+        default). Not for ones requested while waiting (a busy server would never answer
+        anyone), nor for other files' (a put need not wait for a consumer's commit)."""
+        names = [n for n in self._pending if match is None or match(n)]
         try:
-            for task in list(self._pending):
-                await task
+            for name in names:
+                for task in list(self._pending.get(name, ())):
+                    await task
         finally:  # a failed fsync is raised to those waiting now, then forgotten
-            self._pending = [task for task in self._pending if not task.done()]
+            for name in names:
+                left = [task for task in self._pending.get(name, ()) if not task.done()]
+                if left:
+                    self._pending[name] = left
+                else:
+                    self._pending.pop(name, None)
 
     def close(self) -> None:
         for handle in self._files.values():

@@ -10,10 +10,10 @@ waits for its fsync.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from lab.backends.queuefka.framing import segment_base, segment_name
-from lab.backends.queuefka.groups import MODES, Consumer, apply_retention, check_group_name, committed_offsets
+from lab.backends.queuefka.groups import GROUP_SUFFIX, MODES, Consumer, apply_retention, check_group_name, committed_offsets
 from lab.backends.queuefka.reader import Reader
 from lab.storage import RuntimeStore
 from lab.backends.queuefka.writer import DEFAULT_SEGMENT_SIZE, FsyncPolicy, Writer
@@ -76,6 +76,15 @@ class Config:
         FsyncPolicy.parse(self.fsync)
         if self.segment_size_hint < 0:
             raise ValueError(f"segment_size_hint must be >= 0, not {self.segment_size_hint}")
+
+
+def _is_segment(name: str) -> bool:
+    return name.endswith(".slab")
+
+
+def _group_file(group: str) -> Callable[[str], bool]:
+    """The group's offsets file, and its temporary twin while it is compacted."""
+    return lambda name: name.startswith(group + GROUP_SUFFIX)
 
 
 def check_topic_name(name: str) -> str:
@@ -143,7 +152,7 @@ class QueuefkaCore:
         topic = self.topic(name)
         addresses = topic.writer.write_many(list(payloads)) if len(payloads) > 1 else [topic.writer.write(payloads[0])]
         topic.writer.flush()  # readers (consumer groups) see the bytes now
-        await topic.store.settle()
+        await topic.store.settle(_is_segment)  # not a consumer's commit: only the log's fsyncs
         arrived, topic.arrived = topic.arrived, self.rt.event()
         arrived.set()
         return addresses
@@ -175,7 +184,7 @@ class QueuefkaCore:
                 state.progress_at = self.rt.now()
             records = consumer.poll(max_count)
             if records:
-                await topic.store.settle()  # at-most-once: the commit is durable first
+                await topic.store.settle(_group_file(group))  # at-most-once: the commit is durable first
                 return Fetched(records, consumer.position)
             remaining = deadline - self.rt.now()
             if remaining <= 0:
@@ -190,7 +199,7 @@ class QueuefkaCore:
         self._check_commit_address(topic, address)
         state.consumer.commit(address)
         state.progress_at = self.rt.now()
-        await topic.store.settle()
+        await topic.store.settle(_group_file(group))
         return state.consumer.committed
 
     def _check_commit_address(self, topic: _Topic, address: int) -> None:
