@@ -213,3 +213,23 @@ def test_runner_crash_loses_stored_items_unless_every_write_is_synced(tmp_path: 
                  options={"syncJournal": "always"})
     assert not never.verdict.valid and never.verdict.lost > 0
     assert always.verdict.valid and always.verdict.lost == 0
+
+
+def test_sim_a_big_queue_restarts_in_read_behind_with_fifo_kept():
+    config = config_from_mapping({"default": {"maxMemorySize": 1024, "syncJournal": "always"}})
+    items = [bytes([65 + i]) * 128 for i in range(12)]
+
+    async def body(rt, c, restart):
+        for item in items:
+            c.add("q", item)
+        (await c.remove("q"))  # one removed while in read-behind: memory refills from the journal
+        await c.settle()
+        c = await restart()
+        q = c.queues["q"]
+        counts = (q.length, len(q.memory), q.mem_bytes)
+        got = [(await c.remove("q"))[1].data for _ in range(11)]
+        return counts, got, q.read_behind is None
+
+    counts, got, caught_up = _sim(body, config)
+    assert counts == (11, 8, 1024)
+    assert got == items[1:] and caught_up

@@ -241,10 +241,13 @@ class JournalCursor:
         self._buf = b""
         self._buf_at = offset
 
-    def next_item(self) -> Item | None:
-        """The next added item, or None once the writer's position is reached."""
+    def next_item(self, until: tuple[str, int] | None = None) -> Item | None:
+        """The next added item, or None at the writer's position (or at ``until``, a
+        (file, offset) it must not pass: the replay's position at start-up)."""
         j = self.journal
         while True:
+            if until is not None and self.file == until[0] and self.offset >= until[1]:
+                return None
             at_current = self.file == j.name
             end = j.size if at_current else j.store.size(self.file)
             if self.offset >= end:
@@ -253,28 +256,35 @@ class JournalCursor:
                 self.file, self.offset = j._file_after(self.file), 0
                 self._buf, self._buf_at = b"", 0
                 continue
-            if not (self._buf_at <= self.offset and self.offset < self._buf_at + len(self._buf)):
-                j.flush_reads()
-                handle = j.store.open_read(self.file) if not at_current else j._handle
-                self._buf = handle.read(self.offset, min(end - self.offset, 1 << 20))
-                if not at_current:
-                    handle.close()
-                self._buf_at = self.offset
-            rel = self.offset - self._buf_at
-            try:
-                record, nxt = decode(self._buf, rel, j.clock_ms())
-            except Truncated:
-                self._buf = b""  # a record across the buffer's end: read again from it
-                handle = j.store.open_read(self.file) if not at_current else j._handle
-                self._buf = handle.read(self.offset, end - self.offset)
-                if not at_current:
-                    handle.close()
-                self._buf_at = self.offset
-                record, nxt = decode(self._buf, 0, j.clock_ms())
-                rel = 0
-            self.offset += nxt - rel
+            record, size = self._decode_at(end)
+            self.offset += size
             if isinstance(record, (Add, Continue)):
                 return record.item
+
+    def _decode_at(self, end: int) -> tuple[Record, int]:
+        """The record at the cursor and its size, reading ahead in 1 MiB chunks."""
+        rel = self.offset - self._buf_at
+        if not 0 <= rel < len(self._buf):
+            self._load(end, 1 << 20)
+            rel = 0
+        try:
+            record, nxt = decode(self._buf, rel, self.journal.clock_ms())
+        except Truncated:  # the record runs past the chunk: read it whole
+            self._load(end, end - self.offset)
+            rel = 0
+            record, nxt = decode(self._buf, 0, self.journal.clock_ms())
+        return record, nxt - rel
+
+    def _load(self, end: int, size: int) -> None:
+        j = self.journal
+        shared = self.file == j.name and j._handle is not None
+        handle = j._handle if shared else j.store.open_read(self.file)
+        try:
+            self._buf = handle.read(self.offset, min(end - self.offset, max(size, 1)))
+        finally:
+            if not shared:
+                handle.close()
+        self._buf_at = self.offset
 
 
 class Journal:
@@ -326,8 +336,13 @@ class Journal:
 
     # -------------------------------------------------------------- replay
     def replay(self) -> Iterator[Record]:
-        """Every record of every file, in order. A bad record (cut short, unknown opcode,
-        impossible size) ends its file: the file is truncated there, with a warning."""
+        """Every record of every file, in order (see ``replay_positions``)."""
+        return (record for _, _, record in self.replay_positions())
+
+    def replay_positions(self) -> Iterator[tuple[str, int, Record]]:
+        """(file, offset, record) for every record of every file, in order. A bad record
+        (cut short, unknown opcode, impossible size) ends its file: the file is truncated
+        there, with a warning."""
         now = self.clock_ms()
         for name in self.files():
             handle = self.store.open_read(name)
@@ -335,10 +350,9 @@ class Journal:
                 buf = handle.read(0, handle.size())
             finally:
                 handle.close()
-            pos = 0
             try:
                 for pos, record in iter_records(buf, now):
-                    yield record
+                    yield name, pos, record
             except (Truncated, BrokenRecord) as e:
                 bad = e.offset
                 log.warning("journal %s/%s: %s. DATA MAY HAVE BEEN LOST! Truncated entry will be deleted "
@@ -481,7 +495,10 @@ class Journal:
 
     def cursor_at_end(self) -> JournalCursor:
         self.open()
-        cursor = JournalCursor(self, self.name, self.size)
+        return self.cursor_at(self.name, self.size)
+
+    def cursor_at(self, file: str, offset: int) -> JournalCursor:
+        cursor = JournalCursor(self, file, offset)
         self._cursors.append(cursor)
         return cursor
 

@@ -71,6 +71,7 @@ class KestrelQueue:
         self.closed = False
         self.children: list[str] = []  # fanout children, for stats
         self.read_behind = None  # a JournalCursor while items live only in the journal
+        self._replay_at: tuple[str, int] | None = None  # the record being replayed, at start-up
         self._rewrite_ok_ms = 0
         self.journal: Journal | None = None
         if config.keep_journal and store is not None and not config.fanout_only:
@@ -82,7 +83,12 @@ class KestrelQueue:
     # ------------------------------------------------------------------ replay
     def _replay(self) -> None:
         assert self.journal is not None
-        for record in self.journal.replay():
+        for file, offset, record in self.journal.replay_positions():
+            self._replay_at = (file, offset)
+            if isinstance(record, (Add, Continue)) and self.read_behind is None \
+                    and self.bytes >= self.config.max_memory_size:
+                # a big queue restarts in read-behind too: the rest stays in the journal
+                self.read_behind = self.journal.cursor_at(file, offset)
             if isinstance(record, Add):
                 self._append(record.item, replaying=True)
                 self.stats.total_items += 1
@@ -107,7 +113,9 @@ class KestrelQueue:
                 self.open.pop(record.xid, None)
                 self._append(record.item, replaying=True)
                 self.stats.total_items += 1
+        self._replay_at = None
         self.journal.open()
+        self._fill_read_behind()
         # Open transactions of the last run are rolled back, newest xid first, each to
         # the head: they come back in ascending xid order (at-least-once).
         for xid in sorted(self.open, reverse=True):
@@ -145,10 +153,11 @@ class KestrelQueue:
 
     def _fill_read_behind(self) -> None:
         while self.read_behind is not None and self.mem_bytes < self.config.max_memory_size:
-            item = self.read_behind.next_item()
+            item = self.read_behind.next_item(self._replay_at)
             if item is None:
-                self.read_behind = None  # caught up with the writer
-                break
+                if self._replay_at is None:
+                    self.read_behind = None  # caught up with the writer
+                break  # (during replay: caught up with the records replayed so far)
             self.memory.append(item)
             self.mem_bytes += len(item.data)
 
