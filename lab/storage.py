@@ -261,6 +261,10 @@ class RuntimeStore:
     def age(self, name: str) -> float:
         return self.rt.now() - self.touched.get(name, self.booted)
 
+    def pending(self) -> bool:
+        """Whether any fsync was requested and not yet seen done (settle would wait)."""
+        return bool(self._pending)
+
     async def settle(self, match: Callable[[str], bool] | None = None) -> None:
         """Wait for the fsyncs requested so far — of the files ``match`` accepts (all by
         default). Not for ones requested while waiting (a busy server would never answer

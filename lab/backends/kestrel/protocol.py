@@ -38,7 +38,7 @@ def java_split(line: str) -> list[str]:
 
 def java_int(text: str) -> int:
     """Integer.parseInt: optional sign, decimal digits, 32-bit; ValueError otherwise."""
-    if not _INT.fullmatch(text):
+    if not (text.isdigit() and text.isascii()) and not _INT.fullmatch(text):
         raise ValueError(f"not a number: {text!r}")
     value = int(text)
     if not -(2**31) <= value < 2**31:

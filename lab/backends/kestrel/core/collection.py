@@ -73,7 +73,7 @@ class QueueCollection:
                 log.warning("ignoring journal file of illegal queue name %r", name)
 
     def now_ms(self) -> int:
-        return self.epoch_ms + int(self.rt.now() * 1000)
+        return self.epoch_ms + self.rt.now_ns() // 1_000_000
 
     # ------------------------------------------------------------------ names
     def queue(self, name: str, create: bool = True) -> KestrelQueue | None:
@@ -238,7 +238,9 @@ class QueueCollection:
 
     async def settle(self) -> None:
         """Wait for every fsync requested so far (syncJournal = every write)."""
-        if self.store is not None and hasattr(self.store, "settle"):
+        if getattr(self.store, "settle", None) is not None:
+            if not self.store.pending():  # the common case (syncJournal never): no wait
+                return
             await self.store.settle()
             for q in self.queues.values():
                 if q.journal is not None and q.journal.pending_pack is not None:

@@ -178,6 +178,8 @@ class KestrelQueue:
 
     def _sweep(self, limit: int | None = None) -> list[Item]:
         """Discard expired items from the head (never past a live one)."""
+        if not self.memory:
+            return []
         now = self.clock_ms()
         limit = self.config.max_expire_sweep if limit is None else limit
         expired: list[Item] = []
@@ -348,6 +350,10 @@ class KestrelQueue:
         journal = self.journal
         if journal is None or self.read_behind is not None:
             return
+        config, size = self.config, journal.size
+        if size < config.default_journal_size and size <= config.max_memory_size and \
+                size + journal.archived_size <= config.max_journal_size:
+            return  # nothing to do: the common case, without reading the clock
         now = self.clock_ms()
         delay = self.config.min_journal_compact_delay
         if journal.size >= self.config.default_journal_size and self.length == 0 and \
