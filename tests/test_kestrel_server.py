@@ -5,6 +5,7 @@ monitor/confirm, limits, expiry, read-behind, fanout, aliases, restarts and stat
 from __future__ import annotations
 
 import json
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -350,6 +351,65 @@ def test_20_blocking_get_gets_a_later_item(raw, request):
     time.sleep(0.3)
     producer.set(name, "late")
     assert waiter.line() == f"VALUE {name} 0 4" and waiter.line() == "late" and waiter.line() == "END"
+
+
+def test_pipelined_requests_answer_in_order_around_one_that_waits(raw, request):
+    """Requests sent in one write run in order, also after one that had to wait (the
+    blocking get) — and another connection is served while that one waits."""
+    name = q("pipe", request)
+    c, other = raw(), raw()
+    sets = "".join(f"set {name} 0 0 2\r\nv{i}\r\n" for i in range(10))
+    c.send(f"get {name}_late/t=500\r\n" + sets + f"get {name}\r\n" * 10)
+    assert other.set(name + "_other", "x") == "STORED"  # not stuck behind c's wait
+    assert c.line() == "END"  # the blocking get timed out first
+    assert [c.line() for _ in range(10)] == ["STORED"] * 10
+    got = []
+    for _ in range(10):
+        assert c.line().startswith(f"VALUE {name} 0 2")
+        got.append(c.line())
+        assert c.line() == "END"
+    assert got == [f"v{i}" for i in range(10)]
+
+
+def test_many_connections_waiting_on_the_same_fsync(tmp_path: Path):
+    """With syncJournal = every write, concurrent sets share one fsync: each waits for it
+    and every one is answered STORED (and its item is there to read)."""
+    server = KestrelProcess(tmp_path / "q", '[default]\nsyncJournal = "always"\n').start()
+    failures: list[BaseException] = []
+
+    def client(i: int) -> None:
+        try:
+            c = KestrelMemcacheClient(("127.0.0.1", server.port), timeout=10)
+            for n in range(40):
+                assert c.put(f"fs{i}", b"%d" % n)
+                assert c.take(f"fs{i}") == b"%d" % n
+            c.close()
+        except BaseException as e:  # noqa: BLE001 - reported below
+            failures.append(e)
+
+    try:
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(12)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert failures == []
+    finally:
+        err = server.stop()
+    assert "ERROR" not in err
+
+
+def test_client_timeout_closes_idle_connections_only(tmp_path: Path):
+    server = KestrelProcess(tmp_path / "q", 'clientTimeout = "300ms"\n').start()
+    try:
+        idle, busy = Raw(server.port), Raw(server.port)
+        busy.send("get slow/t=800\r\n")  # blocked longer than the timeout: not idle
+        time.sleep(0.6)
+        assert idle.sock.recv(10) == b""  # closed by the server
+        assert busy.line() == "END"
+        assert busy.set("slow", "x") == "STORED"
+    finally:
+        server.stop()
 
 
 # ---------------------------------------------------------------- 23-25

@@ -104,6 +104,11 @@ class Connection(asyncio.Protocol):
                 continue
             except Exception:
                 return self._failed()
+            if waiting_on is not None:
+                # Until our task takes the wait over, the future is not being awaited by
+                # anyone: clear the flag that says so, or another connection awaiting the
+                # same future (a shared fsync) is refused ("await wasn't used with future").
+                waiting_on._asyncio_future_blocking = False
             self.task = asyncio.get_running_loop().create_task(_finish(coro, waiting_on))
             self.task.add_done_callback(self._waited)
             return
@@ -144,13 +149,17 @@ class Connection(asyncio.Protocol):
 
 class _Resume:
     """Awaits the rest of a coroutine that was started by hand and is waiting on
-    ``waiting_on`` (the future it yielded): the protocol of ``yield from``."""
+    ``waiting_on`` (the future it yielded): the protocol of ``yield from``, where the
+    yielded future carries the flag ``_asyncio_future_blocking`` (asyncio's "a task
+    should wait for me") at the moment the task sees it."""
 
     def __init__(self, coro: Any, waiting_on: Any):
         self.coro, self.waiting_on = coro, waiting_on
 
     def __await__(self):
         coro, waiting_on = self.coro, self.waiting_on
+        if waiting_on is not None:
+            waiting_on._asyncio_future_blocking = True  # as Future.__await__ does at its yield
         while True:
             try:
                 sent = yield waiting_on
