@@ -46,7 +46,7 @@ def java_int(text: str) -> int:
     return value
 
 
-@dataclass
+@dataclass(slots=True)
 class MemcacheRequest:
     command: str  # lower-cased
     args: list[str]  # the tokens after the command, case kept
@@ -73,10 +73,12 @@ class MemcacheParser:
                 if len(self.buffer) > MAX_LINE:
                     raise ProtocolDrop(f"request line longer than {MAX_LINE} bytes")
                 return None
-            raw = bytes(self.buffer[:end])
+            cut = end - 1 if end and self.buffer[end - 1] == 13 else end  # a "\r" before the "\n"
+            line = self.buffer[:cut].decode("latin-1")
             del self.buffer[: end + 1]
-            line = (raw[:-1] if raw.endswith(b"\r") else raw).decode("latin-1")
-            tokens = java_split(line)
+            tokens = line.split(" ")
+            if tokens[-1] == "":
+                tokens = java_split(line)
             command = tokens[0].lower()
             if command not in STORAGE_COMMANDS:
                 return MemcacheRequest(command, tokens[1:], None, end + 1)

@@ -61,11 +61,12 @@ class MemcacheHandler:
         self.collection: QueueCollection = session.collection
         self.on_shutdown = on_shutdown
         self.on_reload = on_reload
+        self._commands = {name[4:]: getattr(self, name) for name in dir(self) if name.startswith("cmd_")}
 
     async def handle(self, request: MemcacheRequest, send: Send) -> bool:
         """Run ``request``; False when the connection must close (after what was sent)."""
-        command = getattr(self, f"cmd_{request.command}", None)
-        if command is None or request.command.startswith("_"):
+        command = self._commands.get(request.command)
+        if command is None:
             await send(memcache_line("CLIENT_ERROR"))
             return False
         try:
