@@ -33,6 +33,14 @@ PROCESSES = 2
 
 # ------------------------------------------------------------------ load (runs in worker processes)
 def _connection(port: int, key: str, ops: int, mode: str, out: list, barrier: threading.Barrier) -> None:
+    try:
+        _load(port, key, ops, mode, out, barrier)
+    except BaseException:
+        barrier.abort()  # the others (and the worker) stop waiting: the bench fails, servers stop
+        raise
+
+
+def _load(port: int, key: str, ops: int, mode: str, out: list, barrier: threading.Barrier) -> None:
     client = KestrelMemcacheClient(("127.0.0.1", port), timeout=10)
     sets, gets = [], []
     clock = time.perf_counter_ns
