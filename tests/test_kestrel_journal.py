@@ -28,7 +28,7 @@ def journal(tmp_path: Path, name: str = "q", **kw) -> Journal:
     return j
 
 
-def test_record_bytes_and_the_spec_sizes(tmp_path: Path):
+def test_15_record_bytes_and_the_spec_sizes(tmp_path: Path):
     assert encode(Add(Item(b"hi", 7, 9))) == b"\x02" + struct.pack("<iqq", 18, 7, 9) + b"hi"
     assert encode(Remove()) == b"\x01"
     assert encode(RemoveTentative(2)) == b"\x09\x02\x00\x00\x00"

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from lab.backends.kestrel.client import KestrelMemcacheClient
+from lab.backends.kestrel.dump import render
+from lab.backends.kestrel.journal import iter_records
 from tests.kestrel_support import KestrelProcess, Raw, wait_for
 
 CONFIG = """
@@ -572,6 +574,29 @@ def test_22_restart_rolls_back_open_reads_in_xid_order(tmp_path: Path):
     try:
         c = Raw(server.port)
         assert [c.get("work") for _ in range(5)] == [b"two", b"three", b"four", b"five", None]
+    finally:
+        server.stop()
+
+
+def test_21_journal_op_sequence_of_open_abort_confirm_with_xids_1_and_2(tmp_path: Path):
+    server = KestrelProcess(tmp_path / "q", "maxOpenTransactions = 2\n").start()
+    try:
+        c = Raw(server.port)
+        c.set("tx", "one")
+        c.set("tx", "two")
+        assert c.get("tx/open") == b"one" and c.get("tx/open") == b"two"  # xids 1 and 2
+        assert c.get("tx/abort") is None  # the oldest, xid 1: one goes back to the head
+        assert c.get("tx/close") is None  # the oldest still open: xid 2
+        assert c.get("tx") == b"one"
+        journal = (server.data_dir / "tx").read_bytes()  # syncJournal never: written, not synced
+        assert render(r for _, r in iter_records(journal, 0)) == (
+            "add(3:0:one), add(3:0:two), remove-tentative(1), remove-tentative(2), unremove(1), "
+            "confirm-remove(2), remove")
+    finally:
+        server.stop()
+    server.start()  # replay: the queue is empty
+    try:
+        assert Raw(server.port).get("tx") is None
     finally:
         server.stop()
 
