@@ -156,6 +156,8 @@ class RuntimeFile:
         self.file = file
         self.store = store
         self.name = name
+        self.syncing: Any = None  # the fsync running on this file, if any
+        self.next_sync: Any = None  # the one that starts when it ends, shared by later requests
 
     def append(self, data: bytes) -> int:
         offset = self.file.append(data)
@@ -248,12 +250,28 @@ class RuntimeStore:
         self.rt.spawn(close_when_synced(), name=f"close {handle.name}")
 
     def fsync(self, handle: RuntimeFile) -> Any:
-        """Start an fsync now (it covers every byte appended so far); the task, which
-        ``settle()`` awaits. The file may be renamed or removed meanwhile: its handle
-        stays open until the fsyncs asked for are done."""
-        task = self.rt.spawn(handle.file.fsync(), name=f"fsync {handle.name}")
+        """An fsync covering every byte appended so far: the task, which ``settle()``
+        awaits. Group commit: while one fsync of the file runs, every request shares the
+        single fsync that starts when it ends (which covers their bytes too), so N writers
+        waiting on one file cost two fsyncs, not N. The file may be renamed or removed
+        meanwhile: its handle stays open until the fsyncs asked for are done."""
+        running = handle.syncing
+        if running is None or running.done():
+            task = handle.syncing = self.rt.spawn(handle.file.fsync(), name=f"fsync {handle.name}")
+        elif handle.next_sync is not None:
+            return handle.next_sync  # already pending for this file's settlers
+        else:
+            task = handle.next_sync = self.rt.spawn(self._sync_after(handle, running), name=f"fsync {handle.name}")
         self._pending.setdefault(handle.name, []).append(task)
         return task
+
+    async def _sync_after(self, handle: RuntimeFile, running: Any) -> None:
+        try:
+            await running
+        except Exception:
+            pass  # that fsync's failure is its waiters'; this one tries again
+        handle.syncing, handle.next_sync = handle.next_sync, None
+        await handle.file.fsync()
 
     def sync_names(self) -> None:
         pass  # the Runtime disks make names durable at once

@@ -185,3 +185,28 @@ def test_the_live_world_runs_from_inside_a_running_event_loop(tmp_path):
         return run(LiveWorld(seed=1, root=tmp_path), body)
 
     assert asyncio.run(inside_a_loop()) == "ran"
+
+
+def test_store_fsyncs_of_one_file_are_group_committed(world):
+    """While one fsync of a file runs, later requests share the next one, which covers
+    their bytes: three requests, two fsyncs, every byte durable once settled."""
+    from lab.storage import RuntimeStore
+
+    async def body(rt, _):
+        store = RuntimeStore(rt, "d")
+        f = store.open("log")
+        f.append(b"a")
+        first = store.fsync(f)
+        f.append(b"b")
+        second = store.fsync(f)
+        f.append(b"c")
+        third = store.fsync(f)
+        await store.settle()
+        durable = rt.disk.store.files["d/log"].durable if world.kind == "sim" else None
+        fsyncs = rt.disk.store.fsyncs if world.kind == "sim" else None
+        return first is not second, second is third, first.done() and third.done(), durable, fsyncs
+
+    distinct, shared, done, durable, fsyncs = run(world, body)
+    assert distinct and shared and done
+    if world.kind == "sim":
+        assert durable == 3 and fsyncs == 2

@@ -129,6 +129,7 @@ class Connection(asyncio.Protocol):
         self._close()
 
     def _close(self) -> None:
+        self.closed = True  # no request after this one runs: its reply could not be sent
         if self.transport is not None:
             self.transport.close()
 
