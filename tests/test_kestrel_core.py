@@ -233,3 +233,21 @@ def test_sim_a_big_queue_restarts_in_read_behind_with_fifo_kept():
     counts, got, caught_up = _sim(body, config)
     assert counts == (11, 8, 1024)
     assert got == items[1:] and caught_up
+
+
+def test_sim_a_settled_put_through_an_alias_and_fanout_survives_a_crash():
+    """settle(name) waits for every journal a put reaches (alias destinations and their
+    fanout children), not only the queue named — and not for unrelated queues."""
+    config = config_from_mapping({"default": {"syncJournal": "always"},
+                                  "aliases": {"wx": ["wx_a", "wx_b"]}})
+
+    async def body(rt, c, restart):
+        c.queue("wx_a+audit")  # a fanout child of wx_a
+        c.add("other", b"unrelated")  # its fsync is requested, and not waited for below
+        c.add("wx", b"storm")
+        await c.settle("wx")
+        c = await restart()  # a crash: only what was fsynced is left
+        return [(await c.remove(q) or (0, None))[1] for q in ("wx_a", "wx_b", "wx_a+audit")]
+
+    got = _sim(body, config)
+    assert [item.data if item else None for item in got] == [b"storm"] * 3

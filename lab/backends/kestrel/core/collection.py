@@ -18,6 +18,11 @@ log = logging.getLogger(__name__)
 VERSION = "2.4.8-queue-lab"
 
 
+def _queue_of_file(file: str) -> str:
+    """The queue a journal file belongs to: ``q``, ``q.<ms>``, ``q.<ms>.pack``, ``q~~<ms>``."""
+    return file.split(".", 1)[0].split("~~", 1)[0]
+
+
 class BadQueueName(ValueError):
     """A queue name with ``.``, ``/`` or ``~`` (they would escape the journal's file names)."""
 
@@ -236,15 +241,33 @@ class QueueCollection:
         for name, q in self.queues.items():
             q.config = self.config.resolve(name)
 
-    async def settle(self) -> None:
-        """Wait for every fsync requested so far (syncJournal = every write)."""
-        if getattr(self.store, "settle", None) is not None:
-            if not self.store.pending():  # the common case (syncJournal never): no wait
-                return
+    async def settle(self, name: str | None = None) -> None:
+        """Wait for the fsyncs requested so far (syncJournal = every write): of every
+        journal, or only of those a write to queue ``name`` reaches (a client of one queue
+        need not wait for the fsyncs of fifty others)."""
+        if getattr(self.store, "settle", None) is None or not self.store.pending():
+            return  # the common case (syncJournal never): no wait
+        if name is None:
+            queues = None
             await self.store.settle()
-            for q in self.queues.values():
-                if q.journal is not None and q.journal.pending_pack is not None:
-                    q.journal.finish_pack()  # its fsync is done: the rewrite can replace the old files
+        else:
+            queues = self._reached_by(name)
+            await self.store.settle(lambda file: _queue_of_file(file) in queues)
+        for q in self.queues.values():
+            if q.journal is not None and q.journal.pending_pack is not None and (queues is None or q.name in queues):
+                q.journal.finish_pack()  # its fsync is done: the rewrite can replace the old files
+
+    def _reached_by(self, name: str) -> set[str]:
+        """The queues a put to ``name`` may write: alias destinations, their fanout
+        children, and where their expired items go."""
+        reached = set(self.config.aliases.get(name, [name]))
+        for queue in list(reached):
+            reached.update(self.fanouts.get(queue, ()))
+        for queue in list(reached):
+            q = self.queues.get(queue)
+            if q is not None and q.config.expire_to_queue:
+                reached.add(q.config.expire_to_queue)
+        return reached
 
     # ------------------------------------------------------------------ background
     async def run_timers(self) -> None:

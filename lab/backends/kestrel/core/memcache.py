@@ -101,7 +101,7 @@ class MemcacheHandler:
         self.session.check_write("set")
         assert request.data is not None
         ok = self.collection.add(args[0], request.data, expiry)
-        await self.collection.settle()  # syncJournal = every write: reply after the fsync
+        await self.collection.settle(args[0])  # syncJournal = every write: reply after the fsync
         await send(memcache_line("STORED" if ok else "NOT_STORED"))
         return True
 
@@ -122,14 +122,14 @@ class MemcacheHandler:
         queue, session = options.queue, self.session
         if options.abort:
             session.abort_oldest(queue)
-            await self.collection.settle()
+            await self.collection.settle(queue)
             await send(END)
             return True
         session.check_read("get")
         if options.close:
             session.confirm_oldest(queue)
             if not options.open:
-                await self.collection.settle()
+                await self.collection.settle(queue)
                 await send(END)
                 return True
         if session.count_open(queue) and not (options.open or options.peek):
@@ -141,7 +141,7 @@ class MemcacheHandler:
         got = await self.collection.remove(queue, options.timeout_ms, transaction=options.open, peek=options.peek)
         if got is not None and options.open:
             session.record_open(queue, got[0])
-        await self.collection.settle()
+        await self.collection.settle(queue)
         await send(END if got is None else memcache_value(queue, got[1].data))
         return True
 
@@ -164,7 +164,7 @@ class MemcacheHandler:
             self.collection.stats.cmd_monitor_get += 1
             self.session.record_open(queue, got[0])
             delivered += 1
-            await self.collection.settle()
+            await self.collection.settle(queue)
             await send(memcache_value(queue, got[1].data))
         await send(END)
         return True
@@ -175,7 +175,7 @@ class MemcacheHandler:
             await send(memcache_line("ERROR"))
             return True
         self.session.confirm_oldest(queue, count)
-        await self.collection.settle()
+        await self.collection.settle(queue)
         await send(END)
         return True
 

@@ -60,7 +60,7 @@ class TextHandler:
             if not self.collection.add(queue, item, expiry):
                 break
             stored += 1
-        await self.collection.settle()
+        await self.collection.settle(queue)
         await send(text_count(stored))
         return True
 
@@ -83,7 +83,7 @@ class TextHandler:
         got = await self.collection.remove(queue, timeout, transaction=not peek, peek=peek)
         if got is not None and not peek:
             self.session.record_open(queue, got[0])
-        await self.collection.settle()
+        await self.collection.settle(queue)
         await send(TEXT_NONE if got is None else text_item(got[1].data))
         return True
 
@@ -114,7 +114,7 @@ class TextHandler:
             if got is None:
                 break
             self.session.record_open(queue, got[0])
-            await self.collection.settle()
+            await self.collection.settle(queue)
             await send(text_item(got[1].data))
         await send(TEXT_NONE)
         return True
@@ -132,7 +132,7 @@ class TextHandler:
             await send(text_error("Not that many transactions open."))
             return True
         self.session.confirm_oldest(queue, count)
-        await self.collection.settle()
+        await self.collection.settle(queue)
         await send(text_count(count))
         return True
 
