@@ -406,9 +406,6 @@ class Journal:
             await settle()
         self.finish_pack()
 
-    def flush_reads(self) -> None:
-        """Nothing is buffered on our side: appends go straight to the store."""
-
     # -------------------------------------------------------------- sizes
     @property
     def size(self) -> int:
