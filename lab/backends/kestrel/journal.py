@@ -216,9 +216,14 @@ def _rotated_ms(name: str, queue: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def queue_of_file(file: str) -> str:
+    """The queue a journal file belongs to: ``q``, ``q.<ms>``, ``q.<ms>.pack``, ``q~~<ms>``."""
+    return file.split(".", 1)[0].split("~~", 1)[0]
+
+
 def queue_names(store: Store) -> list[str]:
-    """Queues with journal files in ``store``: the part of each name before its first '.'."""
-    return sorted({n.split(".", 1)[0] for n in store.names() if "~~" not in n and n.split(".", 1)[0]
+    """Queues with (finished) journal files in ``store``."""
+    return sorted({queue_of_file(n) for n in store.names() if "~~" not in n and queue_of_file(n)
                    and _is_file(store, n)})
 
 

@@ -10,17 +10,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from lab.backends.kestrel.config import ServerConfig
-from lab.backends.kestrel.journal import Item, queue_names
+from lab.backends.kestrel.journal import Item, queue_names, queue_of_file
 from lab.backends.kestrel.core.queue import KestrelQueue
 from lab.runtime import Runtime
 
 log = logging.getLogger(__name__)
 VERSION = "2.4.8-queue-lab"
-
-
-def _queue_of_file(file: str) -> str:
-    """The queue a journal file belongs to: ``q``, ``q.<ms>``, ``q.<ms>.pack``, ``q~~<ms>``."""
-    return file.split(".", 1)[0].split("~~", 1)[0]
 
 
 class BadQueueName(ValueError):
@@ -252,7 +247,7 @@ class QueueCollection:
             await self.store.settle()
         else:
             queues = self._reached_by(name)
-            await self.store.settle(lambda file: _queue_of_file(file) in queues)
+            await self.store.settle(lambda file: queue_of_file(file) in queues)
         for q in self.queues.values():
             if q.journal is not None and q.journal.pending_pack is not None and (queues is None or q.name in queues):
                 q.journal.finish_pack()  # its fsync is done: the rewrite can replace the old files
