@@ -17,13 +17,14 @@ writes, as Parquet and JSON:
   counts of any groups (seeds, runs, phases) gives the histogram of their union.
 
 How the work divides. Spark does everything that touches samples, in two passes:
-(1) one scan grouped three ways at once (GROUPING SETS): counts per group, bucket counts
-per group, completions per group and second; (2) puts and deliveries co-grouped by
-(run_id, msg_id) — the join that gives end-to-end latency and the checker's per-message
-counts — then grouped the same ways. What comes back is small (groups × buckets,
-groups × seconds); merging phases, walking cumulative counts to quantiles and filling
-the throughput series happen on that in pandas, with ``lab.record.LogHistogram`` — the
-same quantile code as every in-process summary.
+(1) the operations, hash-aggregated by (group, latency bucket, completion second) and
+that small result grouped three ways (GROUPING SETS): counts per group, bucket counts per
+group, completions per group and second; (2) puts and deliveries grouped per message —
+the join that gives end-to-end latency and the checker's per-message counts — shuffled
+once on fixed-width keys and aggregated once, then grouped like pass 1. What comes back is
+small (groups x buckets, groups x seconds); merging phases, walking cumulative counts to
+quantiles and filling the throughput series happen on that in pandas, with
+``lab.record.LogHistogram`` — the same quantile code as every in-process summary.
 
 Each latency maps to bucket ceil(ln(v) / ln(GAMMA)) (``lab.record``; 1 % relative error).
 Counts are exact, so results are the same on every run (unlike Spark's KLL sketches),
@@ -32,10 +33,9 @@ and the aggregation stays hash-based at any number of groups (unlike percentile_
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -43,7 +43,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lab.record import LOG_GAMMA, MEASURED_PHASES, SAMPLE_SCHEMA, LogHistogram
+from lab.record import LOG_GAMMA, MEASURED_PHASES, PHASES, SAMPLE_SCHEMA, LogHistogram
 
 KEYS = ["run_id", "backend", "world", "scenario", "op", "phase"]
 RUN_KEYS = ["run_id", "backend", "world", "scenario"]
@@ -90,82 +90,113 @@ def _bucket(latency: Column) -> Column:
     return F.when(latency > 0, F.ceil(F.log(latency) / F.lit(LOG_GAMMA)).cast("int")).otherwise(F.lit(ZERO_BUCKET))
 
 
-def _three_ways(df: DataFrame, keep: Column, *aggregates: Column) -> DataFrame:
-    """Group by KEYS, KEYS+bucket and KEYS+second in one pass; ``keep`` marks the rows
-    whose latency/second count (others still count in the per-group aggregates)."""
-    df = (df.withColumn("bucket", F.when(keep, _bucket(F.col("latency_ns"))))
-          .withColumn("second", F.when(keep, F.floor(F.col("done_ns") / F.lit(NS_PER_SECOND)).cast("long"))))
-    return (df.groupingSets([[*KEYS], [*KEYS, "bucket"], [*KEYS, "second"]], *KEYS, "bucket", "second")
-            .agg(F.count(F.lit(1)).alias("rows"),
-                 F.min(F.when(keep, F.col("latency_ns"))).alias("lo"),
-                 F.max(F.when(keep, F.col("latency_ns"))).alias("hi"),
-                 *aggregates,
-                 F.grouping("bucket").alias("g_bucket"), F.grouping("second").alias("g_second")))
+def _grouped(df: DataFrame, keys: list[str], keep: Column, latency: Column, done: Column,
+             sums: dict[str, Column]) -> pd.DataFrame:
+    """Rows grouped by keys, keys+bucket and keys+second; ``keep`` marks the rows whose
+    latency and completion second count (all rows count in ``rows`` and ``sums``).
+
+    Two levels, because grouping-sets over the rows themselves (an Expand: every row three
+    times through the hash map) cost twice as much: first one hash aggregation by
+    (keys, bucket, second) — at most buckets x seconds rows per group come out, so it
+    shrinks at once — then the three groupings over that small result.
+    """
+    fine = (df.select(*keys, F.when(keep, _bucket(latency)).alias("bucket"),
+                      F.when(keep, F.floor(done / F.lit(NS_PER_SECOND)).cast("long")).alias("second"),
+                      F.when(keep, latency).alias("latency"), *[column.alias(name) for name, column in sums.items()])
+            .groupBy(*keys, "bucket", "second")
+            .agg(F.count(F.lit(1)).alias("rows"), F.min("latency").alias("lo"), F.max("latency").alias("hi"),
+                 *[F.sum(name).alias(name) for name in sums]))
+    return (fine.groupingSets([keys, [*keys, "bucket"], [*keys, "second"]], *keys, "bucket", "second")
+            .agg(F.sum("rows").alias("rows"), F.min("lo").alias("lo"), F.max("hi").alias("hi"),
+                 *[F.sum(name).alias(name) for name in sums],
+                 F.grouping("bucket").alias("g_bucket"), F.grouping("second").alias("g_second"))
+            .toPandas())
 
 
 def operations_pass(samples: DataFrame) -> pd.DataFrame:
     """Pass 1: per group counts, per group+bucket latency counts, per group+second completions."""
-    outcome = F.col("outcome")
+    outcome, latency = F.col("outcome"), F.col("latency_ns")
     # An ok get always carries a message (an empty get is "fail"/"empty", lab.record), so
     # this pass never reads msg_id: the one column that is unique per row and costly to scan.
     delivered = outcome == "ok"
-    df = samples.withColumn("done_ns", F.col("t_start_ns") + F.col("latency_ns"))
-    return _three_ways(df, delivered,
-                       F.sum(delivered.cast("long")).alias("ok"),
-                       F.sum((outcome == "fail").cast("long")).alias("fail"),
-                       F.sum((outcome == "info").cast("long")).alias("info"),
-                       F.sum("bytes").alias("bytes")).toPandas()
+    return _grouped(samples, KEYS, delivered, latency, F.col("t_start_ns") + latency,
+                    {"ok": delivered.cast("long"), "fail": (outcome == "fail").cast("long"),
+                     "info": (outcome == "info").cast("long"), "bytes": F.col("bytes")})
 
 
-def messages_pass(samples: DataFrame, runs: DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Pass 2: puts and deliveries co-grouped by (run_id, msg_id).
+def messages_pass(samples: DataFrame, run_ids: list[str], exact: bool = False,
+                  key_hash: Callable[..., Column] = F.xxhash64) -> pd.DataFrame:
+    """Pass 2: puts and deliveries grouped per message, then like pass 1.
 
-    Per message: attempts, ok puts, deliveries, put start and first delivery. From these,
-    the checker's totals per run and the e2e rows grouped like pass 1. ``runs`` maps
-    run_id to backend, world and scenario.
+    Per message: attempts, ok puts, deliveries, put start, and the first delivery's time,
+    phase and size; grouped by (run, phase of the first delivery) with e2e latency =
+    first delivery - put start, and the checker's per-message counts summed. ``run`` is
+    the index of the message's run_id in ``run_ids``.
+
+    A message is keyed by its run's index and a 64-bit hash of (run_id, msg_id) unless
+    ``exact``: fixed-width keys keep ~2 rows per message off string hashing and make the
+    shuffle smaller (42 s instead of 52 s at 100 M samples). A 32-bit hash of a different
+    family travels along; if two messages of a run ever share a 64-bit hash, that group
+    holds two different 32-bit hashes, and the pass runs again on exact keys.
     """
     op, ok = F.col("op"), F.col("outcome") == "ok"
     is_put, is_get = op == "put", (op == "get") & ok
-    # min of a struct orders by its first field: the earliest delivery, with its phase and size
-    first_delivery = F.struct((F.col("t_start_ns") + F.col("latency_ns")).alias("done"), F.col("phase").alias("phase"),
-                              F.col("bytes").alias("bytes"))
+    delivered_ns = F.when(is_get, F.col("t_start_ns") + F.col("latency_ns"))
+    # Every aggregate here has a fixed-width buffer, so Spark keeps a hash aggregation;
+    # a min over a struct (time, phase, size) would make it sort ~2 rows per message.
+    # The phase travels as its index in PHASES (from 1) for the same reason.
+    phase = F.array_position(F.array(*map(F.lit, PHASES)), F.col("phase")).cast("int")
+    run = F.element_at(F.create_map(*[F.lit(x) for i, r in enumerate(run_ids) for x in (r, i)]), F.col("run_id"))
+    message = F.col("msg_id") if exact else key_hash("run_id", "msg_id")
+    check = F.lit(0) if exact else F.hash("run_id", "msg_id")
     per_message = (samples.filter(F.col("msg_id").isNotNull() & (is_put | is_get))
-                   .groupBy("run_id", "msg_id")
-                   .agg(F.sum(is_put.cast("long")).alias("att"),
-                        F.sum((is_put & ok).cast("long")).alias("enq"),
-                        F.sum(is_get.cast("long")).alias("deq"),
-                        F.min(F.when(is_put, F.col("t_start_ns"))).alias("put_ns"),
-                        F.min(F.when(is_get, first_delivery)).alias("first")))
+                   .select(run.alias("run"), message.alias("message"), check.alias("check"),
+                           is_put.cast("long").alias("put"), (is_put & ok).cast("long").alias("ok_put"),
+                           is_get.cast("long").alias("get"), F.when(is_put, F.col("t_start_ns")).alias("put_start"),
+                           delivered_ns.alias("delivered"), phase.alias("phase"), F.col("bytes"))
+                   # Almost every message is its own group, so a partial aggregation before
+                   # the shuffle saves little and costs a big hash map: shuffle the rows, then
+                   # aggregate once (combineAdjacentAggregation).
+                   .repartition("run", "message")
+                   .groupBy("run", "message")
+                   .agg(F.sum("put").alias("att"), F.sum("ok_put").alias("enq"), F.sum("get").alias("deq"),
+                        F.min("put_start").alias("put_ns"), F.min("delivered").alias("done_ns"),
+                        F.min_by("phase", "delivered").alias("phase"), F.min_by("bytes", "delivered").alias("bytes"),
+                        (F.min("check") != F.max("check")).cast("long").alias("collision")))
     att, enq, deq = F.col("att"), F.col("enq"), F.col("deq")
     delivered = F.least(deq, att)
     has_e2e = (deq > 0) & F.col("put_ns").isNotNull()
-    # backend, world and scenario follow from run_id: join them back on a run-sized table
-    # rather than carry three strings through the shuffle.
-    e2e = (per_message.join(F.broadcast(runs), "run_id")
-           .withColumn("op", F.lit("e2e"))
-           .withColumn("phase", F.col("first.phase"))
-           .withColumn("done_ns", F.col("first.done"))
-           .withColumn("latency_ns", F.col("done_ns") - F.col("put_ns")))
-    grouped = _three_ways(
-        e2e, has_e2e,
-        F.sum(has_e2e.cast("long")).alias("ok"),
-        F.sum(F.when(has_e2e, F.col("first.bytes"))).alias("bytes"),
-        F.sum(att).alias("attempts"), F.sum(enq).alias("enqueued"), F.sum(deq).alias("dequeued"),
-        F.sum(delivered).alias("delivered"),
-        F.sum(F.greatest(enq - deq, F.lit(0))).alias("lost"),
-        F.sum(F.when(att == 0, deq).otherwise(0)).alias("unexpected"),
-        F.sum(F.when(att > 0, F.greatest(deq - att, F.lit(0))).otherwise(0)).alias("duplicated"),
-        F.sum(F.greatest(delivered - enq, F.lit(0))).alias("recovered")).toPandas()
+    grouped = _grouped(
+        per_message, ["run", "phase"], has_e2e, F.col("done_ns") - F.col("put_ns"), F.col("done_ns"),
+        {"ok": has_e2e.cast("long"), "bytes": F.when(has_e2e, F.col("bytes")),
+         "attempts": att, "enqueued": enq, "dequeued": deq, "delivered": delivered,
+         "lost": F.greatest(enq - deq, F.lit(0)),
+         "unexpected": F.when(att == 0, deq).otherwise(0),
+         "duplicated": F.when(att > 0, F.greatest(deq - att, F.lit(0))).otherwise(0),
+         "recovered": F.greatest(delivered - enq, F.lit(0)), "collisions": F.col("collision")})
+    if grouped["collisions"].sum() > 0:
+        return messages_pass(samples, run_ids, exact=True)
+    grouped.insert(0, "run_id", [run_ids[int(i)] for i in grouped.pop("run")])
+    return grouped.drop(columns="collisions")
+
+
+def e2e_rows(grouped: pd.DataFrame, runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Pass 2's groups -> (e2e rows in pass 1's layout, the checker's totals per run).
+
+    ``runs`` maps run_id to backend, world and scenario: they follow from run_id, so
+    pass 2 does not carry three more strings through its shuffle."""
     # Checks are per run: every message counts, delivered or not (phase is null for those).
     per_run = grouped[(grouped.g_bucket == 1) & (grouped.g_second == 1)].groupby("run_id", as_index=False)[
         ["attempts", "enqueued", "dequeued", "delivered", "lost", "unexpected", "duplicated", "recovered"]].sum()
     checks = per_run.rename(columns={"delivered": "ok"})[CHECK_COLUMNS]
     checks["valid"] = (checks["lost"] == 0) & (checks["unexpected"] == 0)
-    e2e_rows = grouped[grouped.phase.notna()].copy()
-    e2e_rows["rows"] = e2e_rows["ok"]
-    e2e_rows["fail"] = 0
-    e2e_rows["info"] = 0
-    return e2e_rows, checks.sort_values("run_id", ignore_index=True)
+    rows = grouped[grouped.phase.notna()].merge(runs, on="run_id")
+    rows["phase"] = [PHASES[int(i) - 1] for i in rows["phase"]]  # array_position counts from 1
+    rows["op"] = "e2e"
+    rows["rows"] = rows["ok"]
+    rows["fail"] = 0
+    rows["info"] = 0
+    return rows, checks.sort_values("run_id", ignore_index=True)
 
 
 # ----------------------------------------------------------------------------- small results
@@ -259,8 +290,11 @@ class Aggregation:
 def summarize(samples: DataFrame) -> Aggregation:
     """Every summary of the samples of any number of runs (nothing written)."""
     ops_counts, ops_hist, ops_series = _split(operations_pass(samples))
-    runs = samples.sparkSession.createDataFrame(ops_counts[RUN_KEYS].drop_duplicates())
-    e2e_grouped, checks = messages_pass(samples, runs)
+    unknown = set(ops_counts.phase) - set(PHASES)
+    if unknown:
+        raise ValueError(f"samples with unknown phases {sorted(unknown)} (known: {', '.join(PHASES)})")
+    runs = ops_counts[RUN_KEYS].drop_duplicates()
+    e2e_grouped, checks = e2e_rows(messages_pass(samples, sorted(set(runs.run_id))), runs)
     e2e_counts, e2e_hist, e2e_series = _split(e2e_grouped)
 
     counts = with_measured(pd.concat([ops_counts, e2e_counts], ignore_index=True),
@@ -288,6 +322,5 @@ def aggregate(spark: SparkSession, paths: Iterable[str | Path], out: str | Path)
     for name in ("summary", "throughput", "checks", "histograms"):
         frame = getattr(result, name)
         frame.to_parquet(result.directory / f"{name}.parquet", index=False)
-        records = json.loads(frame.to_json(orient="records"))  # NaN -> null
-        (result.directory / f"{name}.json").write_text(json.dumps(records, indent=1) + "\n")
+        frame.to_json(result.directory / f"{name}.json", orient="records", indent=1)  # NaN -> null
     return result

@@ -8,7 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lab.aggregate import QUANTILES, SUMMARY_COLUMNS, aggregate, percentiles
+from pyspark.sql import functions as F
+
+from lab.aggregate import QUANTILES, SUMMARY_COLUMNS, aggregate, load_samples, messages_pass, percentiles
 from lab.checker import check
 from lab.record import ALPHA, Recorder, read_samples, write_samples
 from lab.runner import run
@@ -134,3 +136,40 @@ def test_checker_totals_agree_with_the_python_checker_on_real_runs(spark, tmp_pa
 def test_missing_run_directories_are_a_clear_error(spark, tmp_path):
     with pytest.raises(FileNotFoundError, match="no samples"):
         aggregate(spark, [tmp_path / "nothing"], tmp_path / "out")
+
+
+def _messages(spark, tmp_path, **kwargs) -> pd.DataFrame:
+    """Pass 2 on two runs that reuse each other's msg_ids: lost, duplicated, unexpected."""
+    rows = {
+        "r1": [("put", "p0", "m0", "ok", 1_000, 100), ("get", "c0", "m0", "ok", 2_000, 100),
+               ("get", "c0", "m0", "ok", 3_000, 100, "fault"),  # a duplicate, later
+               ("put", "p0", "m1", "ok", 1_500, 100),  # lost
+               ("get", "c0", "m9", "ok", 4_000, 100)],  # never put
+        "r2": [("put", "p0", "m0", "info", 10_000, 100), ("get", "c0", "m0", "ok", 30_000, 5_000, "heal"),
+               ("put", "p0", "m1", "ok", 10_500, 100), ("get", "c0", "m1", "ok", 20_000, 100)],
+    }
+    samples = load_samples(spark, [write_run(tmp_path / run_id, run_id, r) for run_id, r in rows.items()])
+    grouped = messages_pass(samples, ["r1", "r2"], **kwargs)
+    return grouped.sort_values(["run_id", "phase", "bucket", "second"], ignore_index=True)
+
+
+def test_per_message_pass_on_hashed_keys_equals_exact_keys(spark, tmp_path):
+    hashed, exact = _messages(spark, tmp_path), _messages(spark, tmp_path, exact=True)
+    pd.testing.assert_frame_equal(hashed, exact)
+    totals = exact[(exact.g_bucket == 1) & (exact.g_second == 1)].groupby("run_id")[
+        ["attempts", "enqueued", "dequeued", "lost", "unexpected", "duplicated", "recovered"]].sum()
+    assert totals.loc["r1"].tolist() == [2, 2, 3, 1, 1, 1, 0]
+    assert totals.loc["r2"].tolist() == [2, 1, 2, 0, 0, 0, 1]  # m0's unknown put came through
+
+
+def test_a_message_key_collision_is_detected_and_the_pass_runs_on_exact_keys(spark, tmp_path):
+    # a "hash" that gives every message the same key: all of a run's messages collide
+    collide = lambda *columns: F.lit(7).cast("long")  # noqa: E731
+    pd.testing.assert_frame_equal(_messages(spark, tmp_path, key_hash=collide),
+                                  _messages(spark, tmp_path, exact=True))
+
+
+def test_unknown_phases_are_a_clear_error(spark, tmp_path):
+    path = write_run(tmp_path / "r", "r1", [("put", "p0", "m0", "ok", 1_000, 100, "cooldown")])
+    with pytest.raises(ValueError, match="unknown phases.*cooldown"):
+        aggregate(spark, [path], tmp_path / "out")
