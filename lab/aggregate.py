@@ -135,7 +135,7 @@ def messages_pass(samples: DataFrame, run_ids: list[str], exact: bool = False,
 
     A message is keyed by its run's index and a 64-bit hash of (run_id, msg_id) unless
     ``exact``: fixed-width keys keep ~2 rows per message off string hashing and make the
-    shuffle smaller (42 s instead of 52 s at 100 M samples). A 32-bit hash of a different
+    shuffle smaller (the aggregation alone at 100 M samples: 42 s, against 51 s on strings). A 32-bit hash of a different
     family travels along; if two messages of a run ever share a 64-bit hash, that group
     holds two different 32-bit hashes, and the pass runs again on exact keys.
     """
