@@ -135,9 +135,10 @@ def messages_pass(samples: DataFrame, run_ids: list[str], exact: bool = False,
 
     A message is keyed by its run's index and a 64-bit hash of (run_id, msg_id) unless
     ``exact``: fixed-width keys keep ~2 rows per message off string hashing and make the
-    shuffle smaller (the aggregation alone at 100 M samples: 42 s, against 51 s on strings). A 32-bit hash of a different
-    family travels along; if two messages of a run ever share a 64-bit hash, that group
-    holds two different 32-bit hashes, and the pass runs again on exact keys.
+    shuffle smaller (the aggregation alone at 100 M samples: 42 s, against 51 s on
+    strings). A 32-bit hash of a different family travels along; if two messages of a run
+    ever share a 64-bit hash, that group holds two different 32-bit hashes, and the pass
+    runs again on exact keys.
     """
     op, ok = F.col("op"), F.col("outcome") == "ok"
     is_put, is_get = op == "put", (op == "get") & ok
