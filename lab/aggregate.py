@@ -33,12 +33,15 @@ and the aggregation stays hash-based at any number of groups (unlike percentile_
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
+from functools import reduce
 from pathlib import Path
 from typing import Callable, Iterable
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -79,8 +82,80 @@ def sample_files(paths: Iterable[str | Path]) -> list[str]:
     return files
 
 
-def load_samples(spark: SparkSession, paths: Iterable[str | Path]) -> DataFrame:
-    return spark.read.schema(spark_schema()).parquet(*sample_files(paths))
+Run = tuple  # (run_id, backend, world, scenario), as RUN_KEYS
+
+
+def single_run(path: str) -> Run | None:
+    """The run of every row of a Parquet file, from its footer statistics (min = max in
+    every row group); None if the file may hold several runs or has no statistics.
+
+    Spec-conforming statistics bound every value, so min = max means one value, even for
+    a writer that truncates long strings (a truncated max is rounded up, never equal)."""
+    meta = pq.ParquetFile(path).metadata
+    names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+    if not all(key in names for key in RUN_KEYS):
+        return None
+    runs = set()
+    for group in range(meta.num_row_groups):
+        row_group, run = meta.row_group(group), []
+        for key in RUN_KEYS:
+            stats = row_group.column(names.index(key)).statistics
+            if stats is None or not stats.has_min_max or stats.null_count or stats.min != stats.max:
+                return None
+            run.append(stats.min)
+        runs.add(tuple(run))
+    return runs.pop() if len(runs) == 1 else None
+
+
+@dataclass
+class Samples:
+    """The samples of any number of runs: every row carries ``run``, its run's index in
+    ``runs`` (RUN_KEYS), so the passes group by one int, not by four strings per row."""
+
+    frame: DataFrame
+    runs: pd.DataFrame
+
+
+def load_samples(spark: SparkSession, paths: Iterable[str | Path]) -> Samples:
+    """The samples under ``paths``, each row tagged with its run.
+
+    A run's files are read on their own, with the run as a literal: grouping by
+    run_id, backend, world and scenario instead cost the first pass a third of its time,
+    for values that are the same in every row of a file. Files whose footers don't
+    show a single run (a merged file, say) are read together and tagged by a join on
+    their distinct runs."""
+    files: dict[Run, list[str]] = defaultdict(list)
+    mixed: list[str] = []
+    for path in sample_files(paths):
+        if pq.ParquetFile(path).metadata.num_rows == 0:
+            continue
+        run = single_run(path)
+        if run is None:
+            mixed.append(path)
+        else:
+            files[run].append(path)
+    read = spark.read.schema(spark_schema()).parquet
+    found = [tuple(r) for r in read(*mixed).select(*RUN_KEYS).distinct().collect()] if mixed else []
+    runs = sorted(set(files) | set(found), key=lambda run: [(v is None, v or "") for v in run])
+    index = {run: i for i, run in enumerate(runs)}
+    frames = [read(*paths).withColumn("run", F.lit(index[run])) for run, paths in files.items()]
+    if mixed:
+        table = spark.createDataFrame([(*run, index[run]) for run in found],
+                                      T.StructType([*(spark_schema()[k] for k in RUN_KEYS),
+                                                    T.StructField("run", T.IntegerType(), False)]))
+        rows = read(*mixed)
+        same_run = [rows[k].eqNullSafe(table[k]) for k in RUN_KEYS]
+        frames.append(rows.join(F.broadcast(table), reduce(Column.__and__, same_run))
+                      .select(*(rows[f.name] for f in spark_schema()), table["run"]))
+    if not frames:  # no rows at all
+        frames = [spark.createDataFrame([], spark_schema().add("run", T.IntegerType(), False))]
+    return Samples(reduce(DataFrame.unionByName, frames), pd.DataFrame(runs, columns=RUN_KEYS))
+
+
+def _named(grouped: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """Run indexes -> RUN_KEYS columns, first."""
+    named = runs.iloc[grouped.pop("run").astype("int64")].reset_index(drop=True)
+    return pd.concat([named, grouped.reset_index(drop=True)], axis=1)
 
 
 # ----------------------------------------------------------------------------- Spark passes
@@ -113,56 +188,67 @@ def _grouped(df: DataFrame, keys: list[str], keep: Column, latency: Column, done
             .toPandas())
 
 
-def operations_pass(samples: DataFrame) -> pd.DataFrame:
+def operations_pass(samples: Samples) -> pd.DataFrame:
     """Pass 1: per group counts, per group+bucket latency counts, per group+second completions."""
     outcome, latency = F.col("outcome"), F.col("latency_ns")
     # An ok get always carries a message (an empty get is "fail"/"empty", lab.record), so
     # this pass never reads msg_id: the one column that is unique per row and costly to scan.
     delivered = outcome == "ok"
-    return _grouped(samples, KEYS, delivered, latency, F.col("t_start_ns") + latency,
-                    {"ok": delivered.cast("long"), "fail": (outcome == "fail").cast("long"),
-                     "info": (outcome == "info").cast("long"), "bytes": F.col("bytes")})
+    grouped = _grouped(samples.frame, ["run", "op", "phase"], delivered, latency, F.col("t_start_ns") + latency,
+                       {"ok": delivered.cast("long"), "fail": (outcome == "fail").cast("long"),
+                        "info": (outcome == "info").cast("long"), "bytes": F.col("bytes")})
+    return _named(grouped, samples.runs)
 
 
-def messages_pass(samples: DataFrame, run_ids: list[str], exact: bool = False,
+# What a row is to pass 2, packed with its run and phase into one long ("tag"): run << 6 |
+# kind << 3 | phase index. Every column of a shuffled row is 8 bytes and a field to write
+# and read again; pass 2 shuffles two rows per message.
+OK_PUT, OTHER_PUT, DELIVERY = 1, 2, 3
+
+
+def messages_pass(samples: Samples, exact: bool = False,
                   key_hash: Callable[..., Column] = F.xxhash64) -> pd.DataFrame:
     """Pass 2: puts and deliveries grouped per message, then like pass 1.
 
     Per message: attempts, ok puts, deliveries, put start, and the first delivery's time,
     phase and size; grouped by (run, phase of the first delivery) with e2e latency =
-    first delivery - put start, and the checker's per-message counts summed. ``run`` is
-    the index of the message's run_id in ``run_ids``.
+    first delivery - put start, and the checker's per-message counts summed.
 
-    A message is keyed by its run's index and a 64-bit hash of (run_id, msg_id) unless
-    ``exact``: fixed-width keys keep ~2 rows per message off string hashing and make the
-    shuffle smaller (the aggregation alone at 100 M samples: 42 s, against 51 s on
-    strings). A 32-bit hash of a different family travels along; if two messages of a run
-    ever share a 64-bit hash, that group holds two different 32-bit hashes, and the pass
-    runs again on exact keys.
+    A message is keyed by a 64-bit hash of (run, msg_id) unless ``exact``: a fixed-width
+    key keeps ~2 rows per message off string hashing and makes the shuffle smaller. A
+    32-bit hash of a different family travels along; if two messages ever share a
+    64-bit hash, their group holds two different 32-bit hashes, and the pass runs again
+    on exact keys.
     """
     op, ok = F.col("op"), F.col("outcome") == "ok"
     is_put, is_get = op == "put", (op == "get") & ok
-    delivered_ns = F.when(is_get, F.col("t_start_ns") + F.col("latency_ns"))
-    # Every aggregate here has a fixed-width buffer, so Spark keeps a hash aggregation;
-    # a min over a struct (time, phase, size) would make it sort ~2 rows per message.
-    # The phase travels as its index in PHASES (from 1) for the same reason.
-    phase = F.array_position(F.array(*map(F.lit, PHASES)), F.col("phase")).cast("int")
-    run = F.element_at(F.create_map(*[F.lit(x) for i, r in enumerate(run_ids) for x in (r, i)]), F.col("run_id"))
-    message = F.col("msg_id") if exact else key_hash("run_id", "msg_id")
-    check = F.lit(0) if exact else F.hash("run_id", "msg_id")
-    per_message = (samples.filter(F.col("msg_id").isNotNull() & (is_put | is_get))
-                   .select(run.alias("run"), message.alias("message"), check.alias("check"),
-                           is_put.cast("long").alias("put"), (is_put & ok).cast("long").alias("ok_put"),
-                           is_get.cast("long").alias("get"), F.when(is_put, F.col("t_start_ns")).alias("put_start"),
-                           delivered_ns.alias("delivered"), phase.alias("phase"), F.col("bytes"))
+    kind = F.when(is_put & ok, OK_PUT).when(is_put, OTHER_PUT).otherwise(DELIVERY)
+    phase = F.coalesce(F.array_position(F.array(*map(F.lit, PHASES)), F.col("phase")), F.lit(0))  # from 1
+    time = F.when(is_put, F.col("t_start_ns")).otherwise(F.col("t_start_ns") + F.col("latency_ns"))
+    if exact:
+        keys, check = [F.col("run").alias("exact_run"), F.col("msg_id").alias("message")], F.lit(0)
+    else:
+        keys, check = [key_hash("run", "msg_id").alias("message")], F.hash("run", "msg_id")
+    rows = (samples.frame.filter(F.col("msg_id").isNotNull() & (is_put | is_get))
+            .select(*keys, check.alias("check"), (F.col("run").cast("long") * 64 + kind * 8 + phase).alias("tag"),
+                    time.alias("t"), "bytes"))
+    tag, t = F.col("tag"), F.col("t")
+    kind, delivered_at = F.shiftright(tag, 3).bitwiseAND(7), F.when(F.shiftright(tag, 3).bitwiseAND(7) == DELIVERY, t)
+    key_names = [k for k in rows.columns if k in ("exact_run", "message")]
+    per_message = (rows
                    # Almost every message is its own group, so a partial aggregation before
                    # the shuffle saves little and costs a big hash map: shuffle the rows, then
-                   # aggregate once (combineAdjacentAggregation).
-                   .repartition("run", "message")
-                   .groupBy("run", "message")
-                   .agg(F.sum("put").alias("att"), F.sum("ok_put").alias("enq"), F.sum("get").alias("deq"),
-                        F.min("put_start").alias("put_ns"), F.min("delivered").alias("done_ns"),
-                        F.min_by("phase", "delivered").alias("phase"), F.min_by("bytes", "delivered").alias("bytes"),
+                   # aggregate once (combineAdjacentAggregation). Every buffer is fixed-width,
+                   # so this stays a hash aggregation (a min over a struct would sort).
+                   .repartition(*key_names)
+                   .groupBy(*key_names)
+                   .agg(F.min(F.shiftright(tag, 6)).alias("run"),
+                        F.sum((kind != DELIVERY).cast("long")).alias("att"),
+                        F.sum((kind == OK_PUT).cast("long")).alias("enq"),
+                        F.sum((kind == DELIVERY).cast("long")).alias("deq"),
+                        F.min(F.when(kind != DELIVERY, t)).alias("put_ns"), F.min(delivered_at).alias("done_ns"),
+                        F.min_by(tag.bitwiseAND(7), delivered_at).alias("phase"),
+                        F.min_by("bytes", delivered_at).alias("bytes"),
                         (F.min("check") != F.max("check")).cast("long").alias("collision")))
     att, enq, deq = F.col("att"), F.col("enq"), F.col("deq")
     delivered = F.least(deq, att)
@@ -176,22 +262,18 @@ def messages_pass(samples: DataFrame, run_ids: list[str], exact: bool = False,
          "duplicated": F.when(att > 0, F.greatest(deq - att, F.lit(0))).otherwise(0),
          "recovered": F.greatest(delivered - enq, F.lit(0)), "collisions": F.col("collision")})
     if grouped["collisions"].sum() > 0:
-        return messages_pass(samples, run_ids, exact=True)
-    grouped.insert(0, "run_id", [run_ids[int(i)] for i in grouped.pop("run")])
-    return grouped.drop(columns="collisions")
+        return messages_pass(samples, exact=True)
+    return _named(grouped.drop(columns="collisions"), samples.runs)
 
 
-def e2e_rows(grouped: pd.DataFrame, runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Pass 2's groups -> (e2e rows in pass 1's layout, the checker's totals per run).
-
-    ``runs`` maps run_id to backend, world and scenario: they follow from run_id, so
-    pass 2 does not carry three more strings through its shuffle."""
+def e2e_rows(grouped: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Pass 2's groups -> (e2e rows in pass 1's layout, the checker's totals per run)."""
     # Checks are per run: every message counts, delivered or not (phase is null for those).
     per_run = grouped[(grouped.g_bucket == 1) & (grouped.g_second == 1)].groupby("run_id", as_index=False)[
         ["attempts", "enqueued", "dequeued", "delivered", "lost", "unexpected", "duplicated", "recovered"]].sum()
     checks = per_run.rename(columns={"delivered": "ok"})[CHECK_COLUMNS]
     checks["valid"] = (checks["lost"] == 0) & (checks["unexpected"] == 0)
-    rows = grouped[grouped.phase.notna()].merge(runs, on="run_id")
+    rows = grouped[grouped.phase.notna()].copy()
     rows["phase"] = [PHASES[int(i) - 1] for i in rows["phase"]]  # array_position counts from 1
     rows["op"] = "e2e"
     rows["rows"] = rows["ok"]
@@ -288,14 +370,13 @@ class Aggregation:
     histograms: pd.DataFrame
 
 
-def summarize(samples: DataFrame) -> Aggregation:
+def summarize(samples: Samples) -> Aggregation:
     """Every summary of the samples of any number of runs (nothing written)."""
     ops_counts, ops_hist, ops_series = _split(operations_pass(samples))
     unknown = set(ops_counts.phase) - set(PHASES)
     if unknown:
         raise ValueError(f"samples with unknown phases {sorted(unknown)} (known: {', '.join(PHASES)})")
-    runs = ops_counts[RUN_KEYS].drop_duplicates()
-    e2e_grouped, checks = e2e_rows(messages_pass(samples, sorted(set(runs.run_id))), runs)
+    e2e_grouped, checks = e2e_rows(messages_pass(samples))
     e2e_counts, e2e_hist, e2e_series = _split(e2e_grouped)
 
     counts = with_measured(pd.concat([ops_counts, e2e_counts], ignore_index=True),

@@ -6,11 +6,13 @@ import json
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from pyspark.sql import functions as F
 
-from lab.aggregate import QUANTILES, SUMMARY_COLUMNS, aggregate, load_samples, messages_pass, percentiles
+from lab.aggregate import QUANTILES, SUMMARY_COLUMNS, aggregate, load_samples, messages_pass, percentiles, single_run
 from lab.checker import check
 from lab.record import ALPHA, Recorder, read_samples, write_samples
 from lab.runner import run
@@ -149,7 +151,7 @@ def _messages(spark, tmp_path, **kwargs) -> pd.DataFrame:
                ("put", "p0", "m1", "ok", 10_500, 100), ("get", "c0", "m1", "ok", 20_000, 100)],
     }
     samples = load_samples(spark, [write_run(tmp_path / run_id, run_id, r) for run_id, r in rows.items()])
-    grouped = messages_pass(samples, ["r1", "r2"], **kwargs)
+    grouped = messages_pass(samples, **kwargs)
     return grouped.sort_values(["run_id", "phase", "bucket", "second"], ignore_index=True)
 
 
@@ -173,3 +175,28 @@ def test_unknown_phases_are_a_clear_error(spark, tmp_path):
     path = write_run(tmp_path / "r", "r1", [("put", "p0", "m0", "ok", 1_000, 100, "cooldown")])
     with pytest.raises(ValueError, match="unknown phases.*cooldown"):
         aggregate(spark, [path], tmp_path / "out")
+
+
+def test_files_that_mix_runs_or_lack_statistics_aggregate_like_one_file_per_run(spark, tmp_path):
+    rng = np.random.default_rng(5)
+    paths = {}
+    for n, (run_id, backend) in enumerate([("r1", "ideal"), ("r2", "kestrel"), ("r3", "ideal")]):
+        rows = [("put", "p0", f"m{i}", "ok", i * 10**6, int(v)) for i, v in enumerate(rng.lognormal(10, 1, 3_000))]
+        rows += [("get", "c0", f"m{i}", "ok", i * 10**6 + 50_000, int(v))
+                 for i, v in enumerate(rng.lognormal(11, 1, 2_900 + 50 * n))]  # some lost
+        paths[run_id] = write_run(tmp_path / "apart" / run_id, run_id, rows, backend=backend) / "samples.parquet"
+    assert single_run(str(paths["r2"])) == ("r2", "kestrel", "sim", "hand-made")
+    # r1 and r2 in one file (row groups of both runs); r3 written without statistics
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    pq.write_table(pa.concat_tables([pq.read_table(paths["r1"]), pq.read_table(paths["r2"])]),
+                   mixed / "r1-r2.parquet", row_group_size=2_000)
+    pq.write_table(pq.read_table(paths["r3"]), mixed / "r3.parquet", write_statistics=False)
+    assert single_run(str(mixed / "r1-r2.parquet")) is None and single_run(str(mixed / "r3.parquet")) is None
+
+    apart = aggregate(spark, list(paths.values()), tmp_path / "out-apart")
+    together = aggregate(spark, [mixed / "r1-r2.parquet", mixed / "r3.parquet"], tmp_path / "out-mixed")
+    pd.testing.assert_frame_equal(together.summary, apart.summary)
+    pd.testing.assert_frame_equal(together.checks, apart.checks)
+    assert apart.checks["lost"].tolist() == [100, 50, 0]
+    assert set(apart.summary.backend) == {"ideal", "kestrel"} and len(apart.checks) == 3
