@@ -200,10 +200,15 @@ def operations_pass(samples: Samples) -> pd.DataFrame:
     return _named(grouped, samples.runs)
 
 
-# What a row is to pass 2, packed with its run and phase into one long ("tag"): run << 6 |
-# kind << 3 | phase index. Every column of a shuffled row is 8 bytes and a field to write
-# and read again; pass 2 shuffles two rows per message.
-OK_PUT, OTHER_PUT, DELIVERY = 1, 2, 3
+# Pass 2 shuffles two rows per message and keeps a hash-map entry per message, and every
+# column of a row and every aggregate buffer costs time at that scale (100 M samples:
+# 44-64 s with these packed rows, 61-73 s with one column per field, same runs). So:
+# - "puts": one sum counts puts (low 32 bits) and ok puts (high bits): a message would need
+#   4 billion puts to overflow it;
+# - "sized": a delivery's bytes << 3 | its phase's index in PHASES (from 1); null on puts;
+# - "run_check": the run's index << 32 | a 32-bit hash of (run, msg_id), min and max per
+#   message: two different values mean two messages share a key.
+OK_PUT = 1 + (1 << 32)
 
 
 def messages_pass(samples: Samples, exact: bool = False,
@@ -222,19 +227,19 @@ def messages_pass(samples: Samples, exact: bool = False,
     """
     op, ok = F.col("op"), F.col("outcome") == "ok"
     is_put, is_get = op == "put", (op == "get") & ok
-    kind = F.when(is_put & ok, OK_PUT).when(is_put, OTHER_PUT).otherwise(DELIVERY)
-    phase = F.coalesce(F.array_position(F.array(*map(F.lit, PHASES)), F.col("phase")), F.lit(0))  # from 1
-    time = F.when(is_put, F.col("t_start_ns")).otherwise(F.col("t_start_ns") + F.col("latency_ns"))
+    phase = F.array_position(F.array(*map(F.lit, PHASES)), F.col("phase"))
     if exact:
         keys, check = [F.col("run").alias("exact_run"), F.col("msg_id").alias("message")], F.lit(0)
     else:
-        keys, check = [key_hash("run", "msg_id").alias("message")], F.hash("run", "msg_id")
+        keys, check = [key_hash("run", "msg_id").alias("message")], F.hash("run", "msg_id").cast("long") + 2**31
     rows = (samples.frame.filter(F.col("msg_id").isNotNull() & (is_put | is_get))
-            .select(*keys, check.alias("check"), (F.col("run").cast("long") * 64 + kind * 8 + phase).alias("tag"),
-                    time.alias("t"), "bytes"))
-    tag, t = F.col("tag"), F.col("t")
-    kind, delivered_at = F.shiftright(tag, 3).bitwiseAND(7), F.when(F.shiftright(tag, 3).bitwiseAND(7) == DELIVERY, t)
+            .select(*keys, (F.shiftleft(F.col("run").cast("long"), 32) + check).alias("run_check"),
+                    F.when(is_put, F.when(ok, F.lit(OK_PUT)).otherwise(F.lit(1))).alias("puts"),
+                    F.when(is_get, F.coalesce(F.col("bytes"), F.lit(0)) * 8 + phase).alias("sized"),
+                    F.when(is_put, F.col("t_start_ns")).otherwise(F.col("t_start_ns") + F.col("latency_ns")).alias("t")))
     key_names = [k for k in rows.columns if k in ("exact_run", "message")]
+    sized, t = F.col("sized"), F.col("t")
+    delivered_at = F.when(sized.isNotNull(), t)
     per_message = (rows
                    # Almost every message is its own group, so a partial aggregation before
                    # the shuffle saves little and costs a big hash map: shuffle the rows, then
@@ -242,15 +247,15 @@ def messages_pass(samples: Samples, exact: bool = False,
                    # so this stays a hash aggregation (a min over a struct would sort).
                    .repartition(*key_names)
                    .groupBy(*key_names)
-                   .agg(F.min(F.shiftright(tag, 6)).alias("run"),
-                        F.sum((kind != DELIVERY).cast("long")).alias("att"),
-                        F.sum((kind == OK_PUT).cast("long")).alias("enq"),
-                        F.sum((kind == DELIVERY).cast("long")).alias("deq"),
-                        F.min(F.when(kind != DELIVERY, t)).alias("put_ns"), F.min(delivered_at).alias("done_ns"),
-                        F.min_by(tag.bitwiseAND(7), delivered_at).alias("phase"),
-                        F.min_by("bytes", delivered_at).alias("bytes"),
-                        (F.min("check") != F.max("check")).cast("long").alias("collision")))
-    att, enq, deq = F.col("att"), F.col("enq"), F.col("deq")
+                   .agg(F.sum("puts").alias("puts"), F.count(sized).alias("deq"),
+                        F.min(F.when(sized.isNull(), t)).alias("put_ns"), F.min(delivered_at).alias("done_ns"),
+                        F.min_by(sized, delivered_at).alias("sized"),
+                        F.min("run_check").alias("first"), F.max("run_check").alias("last"))
+                   .select(F.shiftright("first", 32).alias("run"), F.col("puts").bitwiseAND(2**32 - 1).alias("att"),
+                           F.shiftright("puts", 32).alias("enq"), "deq", "put_ns", "done_ns",
+                           F.col("sized").bitwiseAND(7).alias("phase"), F.shiftright("sized", 3).alias("bytes"),
+                           (F.col("first") != F.col("last")).cast("long").alias("collision")))
+    att, enq, deq = F.coalesce(F.col("att"), F.lit(0)), F.coalesce(F.col("enq"), F.lit(0)), F.col("deq")
     delivered = F.least(deq, att)
     has_e2e = (deq > 0) & F.col("put_ns").isNotNull()
     grouped = _grouped(
