@@ -16,12 +16,13 @@ writes, as Parquet and JSON:
 - ``histograms``: the log-bucket counts behind every percentile — mergeable: adding the
   counts of any groups (seeds, runs, phases) gives the histogram of their union.
 
-How the work divides. Spark does everything that touches samples, in two passes:
-(1) the operations, hash-aggregated by (group, latency bucket, completion second) and
+How the work divides. Every row carries its run as one int (``load_samples``: read per
+run from the Parquet footers), so no pass hashes run_id, backend, world and scenario per
+row. Spark does everything that touches samples, in two passes: (1) the operations, hash-aggregated by (group, latency bucket, completion second) and
 that small result grouped three ways (GROUPING SETS): counts per group, bucket counts per
 group, completions per group and second; (2) puts and deliveries grouped per message —
 the join that gives end-to-end latency and the checker's per-message counts — shuffled
-once on fixed-width keys and aggregated once, then grouped like pass 1. What comes back is
+once as narrow fixed-width rows and aggregated once, then grouped like pass 1. What comes back is
 small (groups x buckets, groups x seconds); merging phases, walking cumulative counts to
 quantiles and filling the throughput series happen on that in pandas, with
 ``lab.record.LogHistogram`` — the same quantile code as every in-process summary.
@@ -201,8 +202,9 @@ def operations_pass(samples: Samples) -> pd.DataFrame:
 
 
 # Pass 2 shuffles two rows per message and keeps a hash-map entry per message, and every
-# column of a row and every aggregate buffer costs time at that scale (100 M samples:
-# 44-64 s with these packed rows, 61-73 s with one column per field, same runs). So:
+# column of a row and every aggregate buffer costs time at that scale (pass 2 alone on
+# 100 M samples, alternating: 64 and 44 s with rows packed like this, 73 and 61 s with
+# a column and a buffer per field: 12 buffers, 7 here). So:
 # - "puts": one sum counts puts (low 32 bits) and ok puts (high bits): a message would need
 #   4 billion puts to overflow it;
 # - "sized": a delivery's bytes << 3 | its phase's index in PHASES (from 1); null on puts;
