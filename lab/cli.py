@@ -124,17 +124,20 @@ def _spark_conf(items: list[str]) -> dict[str, str]:
 def cmd_aggregate(args: argparse.Namespace) -> int:
     from datetime import datetime, timezone
 
-    from lab.aggregate import aggregate, sample_files
+    from lab.aggregate import aggregate, files_by_run
     from lab.paths import results_dir
     from lab.spark import spark_session
     from lab.summary import format_spark_summary
 
     try:
-        sample_files(args.runs)  # a missing run fails before a JVM starts
-    except FileNotFoundError as e:
+        files_by_run(args.runs)  # a missing run or a torn file fails before a JVM starts
+    except (FileNotFoundError, ValueError) as e:
         raise UsageError(str(e)) from None
     out = args.out or results_dir() / "summaries" / datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    result = aggregate(spark_session(args.master, _spark_conf(args.conf)), args.runs, out)
+    try:
+        result = aggregate(spark_session(args.master, _spark_conf(args.conf)), args.runs, out)
+    except ValueError as e:  # samples the pipeline can't take (unknown phases)
+        raise UsageError(str(e)) from None
     print(format_spark_summary(result.summary))
     print()
     for _, c in result.checks.iterrows():

@@ -171,6 +171,13 @@ def test_a_message_key_collision_is_detected_and_the_pass_runs_on_exact_keys(spa
                                   _messages(spark, tmp_path, exact=True))
 
 
+def test_a_corrupted_samples_file_is_a_clear_error(spark, tmp_path):
+    path = write_run(tmp_path / "r", "r1", [("put", "p0", "m0", "ok", 1_000, 100)]) / "samples.parquet"
+    path.write_bytes(path.read_bytes()[:-20])  # a torn write: the footer is gone
+    with pytest.raises(ValueError, match="samples.parquet: not a readable Parquet file"):
+        aggregate(spark, [path.parent], tmp_path / "out")
+
+
 def test_unknown_phases_are_a_clear_error(spark, tmp_path):
     path = write_run(tmp_path / "r", "r1", [("put", "p0", "m0", "ok", 1_000, 100, "cooldown")])
     with pytest.raises(ValueError, match="unknown phases.*cooldown"):
@@ -185,14 +192,15 @@ def test_files_that_mix_runs_or_lack_statistics_aggregate_like_one_file_per_run(
         rows += [("get", "c0", f"m{i}", "ok", i * 10**6 + 50_000, int(v))
                  for i, v in enumerate(rng.lognormal(11, 1, 2_900 + 50 * n))]  # some lost
         paths[run_id] = write_run(tmp_path / "apart" / run_id, run_id, rows, backend=backend) / "samples.parquet"
-    assert single_run(str(paths["r2"])) == ("r2", "kestrel", "sim", "hand-made")
+    assert single_run(pq.read_metadata(paths["r2"])) == ("r2", "kestrel", "sim", "hand-made")
     # r1 and r2 in one file (row groups of both runs); r3 written without statistics
     mixed = tmp_path / "mixed"
     mixed.mkdir()
     pq.write_table(pa.concat_tables([pq.read_table(paths["r1"]), pq.read_table(paths["r2"])]),
                    mixed / "r1-r2.parquet", row_group_size=2_000)
     pq.write_table(pq.read_table(paths["r3"]), mixed / "r3.parquet", write_statistics=False)
-    assert single_run(str(mixed / "r1-r2.parquet")) is None and single_run(str(mixed / "r3.parquet")) is None
+    assert single_run(pq.read_metadata(mixed / "r1-r2.parquet")) is None
+    assert single_run(pq.read_metadata(mixed / "r3.parquet")) is None
 
     apart = aggregate(spark, list(paths.values()), tmp_path / "out-apart")
     together = aggregate(spark, [mixed / "r1-r2.parquet", mixed / "r3.parquet"], tmp_path / "out-mixed")

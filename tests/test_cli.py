@@ -90,14 +90,18 @@ def test_aggregate_summarises_runs_with_spark(small, tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["aggregate", "/nonexistent/run"], "no samples in /nonexistent/run"),
     (["aggregate", "{run}", "--conf", "nokey"], "--conf takes KEY=VALUE"),
+    (["aggregate", "{torn}"], "samples.parquet: not a readable Parquet file"),
     (["bench", "aggregate", "--rows", "10"], "--rows must be at least 1000"),
     (["bench", "aggregate", "--cluster", "--master", "local[1]"], "--cluster starts its own master"),
 ])
 def test_aggregate_and_bench_mistakes_are_one_line(args, message, tmp_path, small):
     run_dir = tmp_path / "r"
-    if "{run}" in args:
+    if "{run}" in args or "{torn}" in args:
         assert lab("run", str(small), "--backend", "ideal", "--out", str(run_dir)).returncode == 0
-    out = lab(*[a.replace("{run}", str(run_dir)) for a in args])
+    if "{torn}" in args:  # a torn write: the file's end, with its footer, is gone
+        samples = run_dir / "samples.parquet"
+        samples.write_bytes(samples.read_bytes()[:-100])
+    out = lab(*[a.replace("{run}", str(run_dir)).replace("{torn}", str(run_dir)) for a in args])
     assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
 
 
