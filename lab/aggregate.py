@@ -145,19 +145,20 @@ def load_samples(spark: SparkSession, paths: Iterable[str | Path]) -> Samples:
     Files whose footers don't show a single run (a merged file, say) are read together
     and tagged by a join on their distinct runs."""
     files, mixed = files_by_run(paths)
-    read = spark.read.schema(spark_schema()).parquet
+    schema = spark_schema()
+    read = spark.read.schema(schema).parquet
     found = [tuple(r) for r in read(*mixed).select(*RUN_KEYS).distinct().collect()] if mixed else []
     runs = sorted(set(files) | set(found), key=lambda run: [(v is None, v or "") for v in run])
     index = {run: i for i, run in enumerate(runs)}
     frames = [read(*paths).withColumn("run", F.lit(index[run])) for run, paths in files.items()]
     if mixed:
         table = spark.createDataFrame([(*run, index[run]) for run in found],
-                                      T.StructType([*(spark_schema()[k] for k in RUN_KEYS),
+                                      T.StructType([*(schema[k] for k in RUN_KEYS),
                                                     T.StructField("run", T.IntegerType(), False)]))
         rows = read(*mixed)
         same_run = [rows[k].eqNullSafe(table[k]) for k in RUN_KEYS]
         frames.append(rows.join(F.broadcast(table), reduce(Column.__and__, same_run))
-                      .select(*(rows[f.name] for f in spark_schema()), table["run"]))
+                      .select(*(rows[f.name] for f in schema), table["run"]))
     if not frames:  # no rows at all
         frames = [spark.createDataFrame([], spark_schema().add("run", T.IntegerType(), False))]
     return Samples(reduce(DataFrame.unionByName, frames), pd.DataFrame(runs, columns=RUN_KEYS))
