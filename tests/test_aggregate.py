@@ -12,7 +12,8 @@ import pytest
 
 from pyspark.sql import functions as F
 
-from lab.aggregate import QUANTILES, SUMMARY_COLUMNS, aggregate, load_samples, messages_pass, percentiles, single_run
+from lab.aggregate import (QUANTILES, SUMMARY_COLUMNS, aggregate, load_samples, messages_pass, operations_pass,
+                           percentiles, single_run)
 from lab.checker import check
 from lab.record import ALPHA, Recorder, read_samples, write_samples
 from lab.runner import run
@@ -169,6 +170,35 @@ def test_a_message_key_collision_is_detected_and_the_pass_runs_on_exact_keys(spa
     collide = lambda *columns: F.lit(7).cast("long")  # noqa: E731
     pd.testing.assert_frame_equal(_messages(spark, tmp_path, key_hash=collide),
                                   _messages(spark, tmp_path, exact=True))
+
+
+def _operations(spark, tmp_path, extra=(), **kwargs) -> pd.DataFrame:
+    rng = np.random.default_rng(11)
+    rows = [(op, "c0", f"m{i}", outcome, i * 1_000_000, int(rng.lognormal(12, 1)), phase)
+            for i, (op, outcome, phase) in enumerate(
+                (op, outcome, phase) for op in ("put", "get", "ack") for outcome in ("ok", "fail", "info")
+                for phase in ("warmup", "steady", "drain") for _ in range(int(rng.integers(1, 30))))]
+    samples = load_samples(spark, [write_run(tmp_path / "r1", "r1", [*rows, *extra])])
+    grouped = operations_pass(samples, **kwargs)
+    return grouped.sort_values(["op", "phase", "bucket", "second", "g_bucket", "g_second"], ignore_index=True)
+
+
+def test_operations_pass_on_hashed_operations_equals_strings(spark, tmp_path):
+    hashed, exact = _operations(spark, tmp_path), _operations(spark, tmp_path / "exact", exact=True)
+    pd.testing.assert_frame_equal(hashed, exact)
+    counts = exact[(exact.g_bucket == 1) & (exact.g_second == 1)]
+    assert len(counts) == 9 and (counts[["ok", "fail", "info"]].sum(axis=1) == counts["rows"]).all()
+
+
+def test_an_unknown_outcome_or_null_op_runs_the_operations_pass_on_strings(spark, tmp_path):
+    odd = [("put", "c0", "x1", "timeout", 5, 100, "steady"), ("put", "c0", "x2", "timeout", 6, 100, "steady"),
+           (None, "c0", "x3", "ok", 7, 100, "steady")]
+    hashed = _operations(spark, tmp_path, extra=odd)
+    pd.testing.assert_frame_equal(hashed, _operations(spark, tmp_path / "exact", extra=odd, exact=True))
+    counts = hashed[(hashed.g_bucket == 1) & (hashed.g_second == 1)]
+    put = counts[(counts.op == "put") & (counts.phase == "steady")].iloc[0]
+    assert put["rows"] == put[["ok", "fail", "info"]].sum() + 2  # counted, but neither ok, fail nor info
+    assert counts.op.isna().sum() == 1
 
 
 def test_a_corrupted_samples_file_is_a_clear_error(spark, tmp_path):
