@@ -18,14 +18,15 @@ writes, as Parquet and JSON:
 
 How the work divides. Every row carries its run as one int (``load_samples``: read per
 run from the Parquet footers), so no pass hashes run_id, backend, world and scenario per
-row. Spark does everything that touches samples, in two passes: (1) the operations, hash-aggregated by (group, latency bucket, completion second) and
-that small result grouped three ways (GROUPING SETS): counts per group, bucket counts per
-group, completions per group and second; (2) puts and deliveries grouped per message —
-the join that gives end-to-end latency and the checker's per-message counts — shuffled
-once as narrow fixed-width rows and aggregated once, then grouped like pass 1. What comes back is
-small (groups x buckets, groups x seconds); merging phases, walking cumulative counts to
-quantiles and filling the throughput series happen on that in pandas, with
-``lab.record.LogHistogram`` — the same quantile code as every in-process summary.
+row. Spark does everything that touches samples, in two passes: (1) the operations,
+hash-aggregated by (run, one hash of op, phase and outcome, latency bucket, completion
+second) and that small result grouped three ways (GROUPING SETS): counts per group, bucket
+counts per group, completions per group and second; (2) puts and deliveries grouped per
+message — the join that gives end-to-end latency and the checker's per-message counts —
+shuffled once as narrow fixed-width rows and aggregated once, then grouped like pass 1.
+What comes back is small (groups x buckets, groups x seconds); merging phases, walking
+cumulative counts to quantiles and filling the throughput series happen on that in pandas,
+with ``lab.record.LogHistogram`` — the same quantile code as every in-process summary.
 
 Each latency maps to bucket ceil(ln(v) / ln(GAMMA)) (``lab.record``; 1 % relative error).
 Counts are exact, so results are the same on every run (unlike Spark's KLL sketches),
