@@ -185,11 +185,13 @@ def _report(runs: dict[tuple, list[dict]], connections: list[int], repeats: int,
 
 
 # ------------------------------------------------------------------ crash cycles
-def crash_cycles(cycles: int, seed: int = 1) -> dict:
+def crash_cycles(cycles: int, seed: int = 1, min_stored: int = 200) -> dict:
     """kill -9 the server under put/get load with syncJournal = every write, restart, drain.
 
     Every item answered STORED must come back unless its /close was answered; every item
     opened but not confirmed must come back. Duplicates are allowed (at-least-once).
+    A cycle's kill lands at a random time, but not before ``min_stored`` puts of that cycle
+    were answered: with an fsync per write, a slow disk would otherwise test next to nothing.
     """
     rng = random.Random(seed)
     scratch = Path(tempfile.mkdtemp(prefix="crash-kestrel-"))
@@ -205,6 +207,7 @@ def crash_cycles(cycles: int, seed: int = 1) -> dict:
             server = KestrelProcess(scratch / "q", config).start()
             stop = threading.Event()
             opened_now: set[bytes] = set()
+            stored_before = len(stored)
 
             def producer() -> None:
                 nonlocal seq
@@ -239,10 +242,16 @@ def crash_cycles(cycles: int, seed: int = 1) -> dict:
             for t in threads:
                 t.start()
             time.sleep(rng.uniform(0.3, 1.0))
+            deadline = time.monotonic() + 60
+            while len(stored) - stored_before < min_stored and time.monotonic() < deadline and threads[0].is_alive():
+                time.sleep(0.01)
             server.kill()
             stop.set()
             for t in threads:
                 t.join()
+            if len(stored) - stored_before < min_stored:
+                raise RuntimeError(f"cycle {cycle}: only {len(stored) - stored_before} puts were stored "
+                                   f"before the kill (wanted {min_stored} within 60 s)")
             pending_open |= opened_now
         # the last restart: drain everything and check
         server = KestrelProcess(scratch / "q", config).start()
