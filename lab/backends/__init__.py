@@ -18,6 +18,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
+from lab.backends.options import TIMEOUT, BadOption, Option, check  # noqa: F401 (BadOption: re-exported)
 from lab.runtime import Runtime, World
 
 # name -> "module:Class"; imported on first use so one design's dependencies
@@ -31,10 +32,6 @@ REGISTRY: dict[str, str] = {
 
 class Rejected(Exception):
     """The backend definitely refused the operation (full queue, bad request, ...)."""
-
-
-class BadOption(ValueError):
-    """A backend option the design does not have, or a value it cannot take."""
 
 
 class UnknownBackend(ValueError):
@@ -78,8 +75,8 @@ class Backend(ABC):
     worlds: ClassVar[tuple[str, ...]] = ("sim", "live")
     #: what the design promises, shown by ``lab backends``: delivery, order, durability...
     promises: ClassVar[Mapping[str, str]] = {}
-    #: the options this design takes (``lab run --option KEY=VALUE``), with a word on each
-    option_help: ClassVar[Mapping[str, str]] = {"timeout": "seconds a client waits for a reply (default 1)"}
+    #: the options this design takes (``lab run --option KEY=VALUE``), typed and ranged
+    options_declared: ClassVar[tuple[Option, ...]] = (TIMEOUT,)
 
     def __init__(self, world: World, options: Mapping[str, Any] | None = None):
         if world.kind not in self.worlds:
@@ -89,13 +86,9 @@ class Backend(ABC):
 
     @classmethod
     def check_options(cls, options: Mapping[str, Any] | None) -> dict[str, Any]:
-        """``options`` as a dict, or BadOption naming the first key this design lacks."""
-        options = dict(options or {})
-        for key in options:
-            if key not in cls.option_help:
-                raise BadOption(f"backend {cls.name!r} has no option {key!r} "
-                                f"(it has: {', '.join(sorted(cls.option_help))})")
-        return options
+        """``options`` parsed, with defaults filled in; BadOption names the first key this
+        design lacks or the first value it cannot take, and what it allows."""
+        return check(cls.name, cls.options_declared, options)
 
     @property
     @abstractmethod

@@ -55,4 +55,4 @@ class IdealBackend(Backend):
         await self.world.start(SERVER, boot)
 
     def client(self, rt: Runtime, reliable: bool) -> IdealClient:
-        return IdealClient(rt, SERVER, reliable, float(self.options.get("timeout", 1.0)))
+        return IdealClient(rt, SERVER, reliable, self.options["timeout"])

@@ -17,12 +17,20 @@ import json
 from collections import deque
 from typing import Any
 
-from lab.backends import Backend, BadOption, Delivery, QueueClient, Rejected
+from lab.backends import Backend, Delivery, QueueClient, Rejected
+from lab.backends.options import TIMEOUT, Option, choice, number, whole
 from lab.backends.queuefka.core import Commit, Config, Fetch, Fetched, Produce, QueuefkaCore
+from lab.backends.queuefka.writer import FsyncPolicy
 from lab.runtime import Runtime, Unreachable
 
 SERVER = "queuefka-0"
 GROUP = "lab"
+
+
+def _fsync_text(value: object) -> str:
+    """The policy as given, once it parses (Config keeps the text)."""
+    FsyncPolicy.parse(str(value))
+    return str(value)
 
 
 def _mode(reliable: bool) -> str:
@@ -137,29 +145,30 @@ class QueuefkaBackend(Backend):
         "durability": "fsync policy: never by default, as the original (a crash loses the unsynced tail)",
     }
 
-    option_help = {
-        **Backend.option_help,
-        "fsync": "never (default, as the original), always, <N>ms or <N>records",
-        "segment_size_hint": "bytes per segment before rotation (default 10 MiB)",
-        "retention_age": "seconds after which consumed segments are deleted (default: keep)",
-        "retention_interval": "seconds between retention sweeps (default 1)",
-        "session_timeout": "seconds before uncommitted fetched records are handed out again (default 10)",
-        "prefetch": "records a client fetches per request (default 100)",
-        "http_client": "live world: aiohttp (default) or httpx",
-    }
+    options_declared = (
+        TIMEOUT,
+        Option("fsync", "when the log is fsynced", "never (default, as the original), always, <N>ms or <N>records",
+               _fsync_text),
+        Option("segment_size_hint", "bytes per segment before rotation (default 10 MiB)", "a whole number >= 0",
+               whole(0)),
+        Option("retention_age", "seconds after which consumed segments are deleted (default: keep)",
+               "a number of seconds > 0", number(0.0)),
+        Option("retention_interval", "seconds between retention sweeps (default 1)", "a number of seconds > 0",
+               number(0.0)),
+        Option("session_timeout", "seconds before uncommitted fetched records are handed out again (default 10)",
+               "a number of seconds > 0", number(0.0)),
+        Option("prefetch", "records a client fetches per request", "a whole number >= 1", whole(1), 100),
+        Option("http_client", "live world: the HTTP client library", "aiohttp or httpx",
+               choice("aiohttp", "httpx"), "aiohttp"),
+    )
 
     def __init__(self, world, options=None):
         super().__init__(world, options)
         keys = {"segment_size_hint", "fsync", "retention_age", "retention_interval", "session_timeout"}
-        try:
-            self.config = Config(**{k: v for k, v in self.options.items() if k in keys})
-            self.timeout = float(self.options.get("timeout", 1.0))
-            self.prefetch = int(self.options.get("prefetch", 100))
-        except (TypeError, ValueError) as e:
-            raise BadOption(f"queuefka: {e}") from None
-        self.http_client = str(self.options.get("http_client", "aiohttp"))
-        if self.http_client not in ("aiohttp", "httpx"):
-            raise BadOption(f"http_client {self.http_client!r}: use aiohttp or httpx")
+        self.config = Config(**{k: v for k, v in self.options.items() if k in keys})
+        self.timeout = self.options["timeout"]
+        self.prefetch = self.options["prefetch"]
+        self.http_client = self.options["http_client"]
         self._http = None
         self._core: QueuefkaCore | None = None
         self.port = 0

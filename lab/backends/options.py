@@ -1,0 +1,87 @@
+"""Backend options: what each design takes on ``lab run --option KEY=VALUE``, typed and ranged.
+
+Each design declares its options as ``Option``s: a name, a word on what it does, the
+values it allows (said in every error and in ``lab backends``), a parser, and a default.
+Checking happens before anything runs, so a bad option is a usage error naming the
+option and what it allows, never a verdict about the design.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+
+class BadOption(ValueError):
+    """A backend option the design does not have, or a value it cannot take."""
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    help: str
+    #: the values it takes, for people: "a number of seconds > 0", "never, always or <N>ms"
+    allowed: str
+    #: the given value -> the value the design uses; raises ValueError (or TypeError) if not allowed
+    parse: Callable[[Any], Any]
+    #: the value when the option is not given (None: the design's own default applies)
+    default: Any = None
+
+    def describe(self) -> str:
+        default = "" if self.default is None else f"; default {self.default}"
+        return f"{self.help} ({self.allowed}{default})"
+
+
+def number(minimum: float = 0.0, *, inclusive: bool = False) -> Callable[[Any], float]:
+    """A finite number above ``minimum`` (or equal to it, if ``inclusive``)."""
+
+    def parse(value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError("not a number")
+        if value < minimum or (value == minimum and not inclusive):
+            raise ValueError("out of range")
+        return float(value)
+
+    return parse
+
+
+def whole(minimum: int) -> Callable[[Any], int]:
+    """A whole number >= ``minimum``."""
+
+    def parse(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ValueError("not a whole number in range")
+        return value
+
+    return parse
+
+
+def choice(*values: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        if value not in values:
+            raise ValueError("not one of the choices")
+        return value
+
+    return parse
+
+
+def check(owner: str, declared: Iterable[Option], given: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``given`` parsed against ``declared``, with defaults filled in; BadOption names the first
+    unknown key or value that is not allowed."""
+    by_name = {option.name: option for option in declared}
+    given = dict(given or {})
+    for key in given:
+        if key not in by_name:
+            raise BadOption(f"backend {owner!r} has no option {key!r} (it has: {', '.join(sorted(by_name))})")
+    result = {name: option.default for name, option in by_name.items() if option.default is not None}
+    for key, value in given.items():
+        option = by_name[key]
+        try:
+            result[key] = option.parse(value)
+        except (TypeError, ValueError):
+            raise BadOption(f"backend {owner!r}: option {key}={value!r}: must be {option.allowed}") from None
+    return result
+
+
+TIMEOUT = Option("timeout", "seconds a client waits for a reply", "a number of seconds > 0", number(0.0), 1.0)
