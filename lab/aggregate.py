@@ -48,6 +48,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from lab.checker import is_valid
 from lab.record import LOG_GAMMA, MEASURED_PHASES, OPS, OUTCOMES, PHASES, SAMPLE_SCHEMA, LogHistogram
 
 KEYS = ["run_id", "backend", "world", "scenario", "op", "phase"]
@@ -322,7 +323,8 @@ def e2e_rows(grouped: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     per_run = grouped[(grouped.g_bucket == 1) & (grouped.g_second == 1)].groupby("run_id", as_index=False)[
         ["attempts", "enqueued", "dequeued", "delivered", "lost", "unexpected", "duplicated", "recovered"]].sum()
     checks = per_run.rename(columns={"delivered": "ok"})[CHECK_COLUMNS]
-    checks["valid"] = (checks["lost"] == 0) & (checks["unexpected"] == 0)
+    checks["valid"] = [is_valid(*row) for row in checks[["attempts", "enqueued", "dequeued", "lost", "unexpected"]]
+                       .itertuples(index=False)]
     rows = grouped[grouped.phase.notna()].copy()
     rows["phase"] = [PHASES[int(i) - 1] for i in rows["phase"]]  # array_position counts from 1
     rows["op"] = "e2e"

@@ -9,7 +9,9 @@ what came out":
   attempted; lost: ok puts never dequeued; recovered: dequeued although the put's
   outcome was not ok (Jepsen: ok minus enqueued);
 - valid iff nothing is lost and nothing unexpected — duplicates are counted, not
-  failed, since at-least-once designs promise them.
+  failed, since at-least-once designs promise them — and the run is evidence at all: a
+  run where no put was acknowledged, or where nothing was ever delivered, is never valid
+  (a client timeout shorter than the network's round trip must not pass as a clean run).
 
 Reordering is measured per (producer, consumer) stream, the one order every FIFO
 queue keeps however many consumers share it: each consumer must see a producer's
@@ -59,16 +61,24 @@ class Verdict:
     examples: dict[str, list[str]] = field(default_factory=dict)
 
     @property
+    def problem(self) -> str | None:
+        """Why the run shows nothing about delivery, or None."""
+        return delivery_problem(self.attempts, self.enqueued, self.dequeued)
+
+    @property
     def valid(self) -> bool:
-        return self.lost == 0 and self.unexpected == 0
+        return is_valid(self.attempts, self.enqueued, self.dequeued, self.lost, self.unexpected)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["valid"] = self.valid
+        d["problem"] = self.problem
         return d
 
     def line(self) -> str:
         verdict = "VALID" if self.valid else "INVALID"
+        if self.problem:
+            verdict = f"{verdict} ({self.problem})"
         r = self.reordering
         return (
             f"{verdict}: {self.attempts} attempted, {self.ok} ok, {self.lost} lost, "
@@ -76,6 +86,22 @@ class Verdict:
             f"{r.inversions} inversions ({r.reordered_streams} of {r.streams} streams reordered, "
             f"largest displacement {r.max_displacement})"
         )
+
+
+def delivery_problem(attempts: int, enqueued: int, dequeued: int) -> str | None:
+    """Why a run's counts are no evidence about delivery, or None."""
+    if attempts == 0:
+        return "no put was attempted"
+    if enqueued == 0:
+        return "no put was acknowledged"
+    if dequeued == 0:
+        return "nothing was delivered"
+    return None
+
+
+def is_valid(attempts: int, enqueued: int, dequeued: int, lost: int, unexpected: int) -> bool:
+    """The verdict rule, one place for the checker and the Spark pipeline."""
+    return lost == 0 and unexpected == 0 and delivery_problem(attempts, enqueued, dequeued) is None
 
 
 def check(samples: pa.Table) -> Verdict:

@@ -226,8 +226,8 @@ def cmd_backends(args: argparse.Namespace) -> int:
         for key, value in cls.promises.items():
             print(f"    {key}: {value}")
         print("    options (--option KEY=VALUE):")
-        for key, value in sorted(cls.option_help.items()):
-            print(f"      {key}: {value}")
+        for option in sorted(cls.options_declared, key=lambda o: o.name):
+            print(f"      {option.name}: {option.describe()}")
     return 0
 
 

@@ -1,6 +1,7 @@
 """Workload files (YAML), in the spirit of OpenMessaging Benchmark: one file, one scenario.
 
     name: steady-1p1c          # required
+    description: one line      # what the workload shows (``lab workloads`` lists it)
     queues: 1                  # queues the producers spread over
     producers: 1
     consumers: 1
@@ -14,7 +15,8 @@
     faults: []                 # a fault schedule (sim world), see FaultSpec
     sim: {}                    # optional sim-world physics: latency, loss, fifo_links, fsync
 
-A bad file is a ``WorkloadError`` that names the file, the field and the problem.
+A bad file is a ``WorkloadError`` that names the file, the field and the problem. The
+standard set lives in ``lab/workloads/``; its workloads are also found by name (``steady``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import yaml
 FAULT_KINDS = ("partition", "pause", "crash", "disk-delay", "loss")
 PARTITION_MODES = ("isolate", "one-way-in", "one-way-out")
 ACK_MODES = ("auto", "reliable")
+STANDARD_DIR = Path(__file__).parent / "workloads"
 
 
 class WorkloadError(ValueError):
@@ -60,6 +63,7 @@ class FaultSpec:
 @dataclass(frozen=True)
 class Workload:
     name: str
+    description: str = ""
     queues: int = 1
     producers: int = 1
     consumers: int = 1
@@ -78,25 +82,48 @@ class Workload:
     def reliable(self) -> bool:
         return self.ack == "reliable"
 
+    @property
+    def load_seconds(self) -> float | None:
+        """When the producers stop, from the start of the run; None if only the run can tell
+        (a message count sent as fast as possible)."""
+        if self.duration is not None:
+            return self.warmup + self.duration
+        return self.messages / self.rate if self.rate else None
+
     def with_seed(self, seed: int) -> "Workload":
         from dataclasses import replace
 
         return replace(self, seed=seed)
 
 
-_FIELDS = ("name", "queues", "producers", "consumers", "message_size", "rate", "duration",
+_FIELDS = ("name", "description", "queues", "producers", "consumers", "message_size", "rate", "duration",
            "messages", "ack", "warmup", "seed", "faults", "sim")
 _FAULT_FIELDS = ("fault", "at", "duration", "target", "mode", "tear", "ms", "p")
 _SIM_FIELDS = ("latency", "loss", "fifo_links", "fsync")
 
 
+def standard_workloads() -> list[Path]:
+    """The standard set's files, by name."""
+    return sorted(STANDARD_DIR.glob("*.yaml"))
+
+
 def load_workload(path: str | Path) -> Workload:
-    """Read and validate a workload file."""
+    """Read and validate a workload file, or a standard workload given by name (``steady``)."""
     path = Path(path)
     if not path.exists():
-        raise WorkloadError(f"{path}: no such workload file")
+        standard = STANDARD_DIR / f"{path.name.removesuffix('.yaml')}.yaml"
+        if path.parent != Path(".") or not standard.is_file():
+            names = ", ".join(p.stem for p in standard_workloads())
+            raise WorkloadError(f"{path}: no such workload file, nor a standard workload ({names})")
+        path = standard
+    if path.is_dir():
+        raise WorkloadError(f"{path}: is a directory, not a workload file")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise WorkloadError(f"{path}: not a text file (a workload is YAML)") from None
+    except OSError as e:
+        raise WorkloadError(f"{path}: cannot read it: {e.strerror or e}") from None
     except yaml.YAMLError as e:
         raise WorkloadError(f"{path}: not valid YAML: {e}".replace("\n", " ")) from None
     return parse_workload(data, str(path))
@@ -119,6 +146,9 @@ def parse_workload(data: Any, source: str = "<workload>") -> Workload:
         raise fail("name", "required, a non-empty string")
     if any(c in name for c in "/\\") or name.startswith("."):
         raise fail("name", f"must not contain path separators, got {name!r}")
+    description = data.get("description", "")
+    if not isinstance(description, str) or "\n" in description.strip():
+        raise fail("description", "one line of text")
 
     def integer(key: str, default: int | None, minimum: int) -> int | None:
         value = data.get(key, default)
@@ -132,7 +162,7 @@ def parse_workload(data: Any, source: str = "<workload>") -> Workload:
         value = data.get(key, default)
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if not _is_number(value):
             raise fail(key, f"must be a number, got {value!r}")
         if value < minimum or (positive and value == 0):
             raise fail(key, f"must be {'>' if positive else '>='} {minimum}, got {value!r}")
@@ -158,6 +188,7 @@ def parse_workload(data: Any, source: str = "<workload>") -> Workload:
 
     workload = Workload(
         name=name,
+        description=description.strip(),
         queues=integer("queues", 1, 1),
         producers=integer("producers", 1, 1),
         consumers=integer("consumers", 1, 1),
@@ -179,6 +210,11 @@ def parse_workload(data: Any, source: str = "<workload>") -> Workload:
             SimConfig.from_spec(workload.sim)
         except ValueError as e:
             raise fail("sim", str(e)) from None
+    end = workload.load_seconds
+    for i, fault in enumerate(workload.faults):
+        if end is not None and fault.at >= end:
+            raise fail(f"faults[{i}].at", f"{fault.at:g} s is at or past the end of the load ({end:g} s): "
+                       "the fault would never start")
     return workload
 
 
@@ -198,7 +234,7 @@ def _parse_faults(entries: Any, fail) -> tuple[FaultSpec, ...]:
             raise fail(f"{where}.fault", f"must be one of {', '.join(FAULT_KINDS)}, got {kind!r}")
         for key in ("at", "duration"):
             value = entry.get(key)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            if not _is_number(value) or value < 0:
                 raise fail(f"{where}.{key}", f"required, a number of seconds >= 0, got {value!r}")
         target = entry.get("target", "servers")
         targets = (target,) if isinstance(target, str) else target
@@ -211,11 +247,19 @@ def _parse_faults(entries: Any, fail) -> tuple[FaultSpec, ...]:
         if not isinstance(tear, bool):
             raise fail(f"{where}.tear", f"must be true or false, got {tear!r}")
         ms = entry.get("ms", 0.0)
-        if kind == "disk-delay" and (isinstance(ms, bool) or not isinstance(ms, (int, float)) or not ms > 0):
+        if kind == "disk-delay" and not (_is_number(ms) and ms > 0):
             raise fail(f"{where}.ms", f"a disk-delay needs 'ms' > 0 (added to every fsync), got {ms!r}")
+        if not (_is_number(ms) and ms >= 0):
+            raise fail(f"{where}.ms", f"a number of milliseconds >= 0, got {ms!r}")
         p = entry.get("p", 0.0)
-        if kind == "loss" and (isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p <= 1):
+        if kind == "loss" and not (_is_number(p) and 0 < p <= 1):
             raise fail(f"{where}.p", f"a loss fault needs a probability 'p' in (0, 1], got {p!r}")
+        if not (_is_number(p) and 0 <= p <= 1):
+            raise fail(f"{where}.p", f"a probability in [0, 1], got {p!r}")
         faults.append(FaultSpec(fault=kind, at=float(entry["at"]), duration=float(entry["duration"]),
                                 target=tuple(targets), mode=mode, tear=tear, ms=float(ms), p=float(p)))
     return tuple(sorted(faults, key=lambda f: f.at))
+
+
+def _is_number(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)

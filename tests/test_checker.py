@@ -24,8 +24,24 @@ def test_an_acknowledged_put_never_delivered_is_lost():
 
 
 def test_a_failed_or_unknown_put_that_never_arrives_is_not_lost():
-    v = check(history(("put", "p0", "p0:0", "fail"), ("put", "p0", "p0:1", "info")))
-    assert v.valid and v.lost == 0 and v.attempts == 2 and v.enqueued == 0
+    v = check(history(("put", "p0", "p0:0", "fail"), ("put", "p0", "p0:1", "info"),
+                      ("put", "p0", "p0:2", "ok"), ("get", "c0", "p0:2", "ok")))
+    assert v.valid and v.lost == 0 and v.attempts == 3 and v.enqueued == 1
+
+
+def test_a_run_where_no_put_was_acknowledged_is_never_valid():
+    # e.g. a client timeout shorter than a round trip: every put "info", nothing lost
+    v = check(history(("put", "p0", "p0:0", "info"), ("put", "p0", "p0:1", "info"), ("get", "c0", None, "info")))
+    assert (v.lost, v.unexpected) == (0, 0)
+    assert not v.valid and v.problem == "no put was acknowledged"
+    assert v.line().startswith("INVALID (no put was acknowledged): 2 attempted")
+    assert not check(history(("get", "c0", None, "fail"))).valid  # nothing attempted either
+
+
+def test_a_run_that_delivered_nothing_says_so():
+    v = check(history(("put", "p0", "p0:0", "ok"), ("get", "c0", None, "fail")))
+    assert not v.valid and v.problem == "nothing was delivered" and v.lost == 1
+    assert v.to_dict()["problem"] == "nothing was delivered"
 
 
 def test_a_delivery_from_nowhere_is_unexpected():
@@ -39,7 +55,8 @@ def test_a_second_delivery_is_duplicated_but_valid():
 
 
 def test_an_unknown_put_that_was_delivered_is_recovered():
-    v = check(history(("put", "p0", "p0:0", "info"), ("get", "c0", "p0:0", "ok")))
+    v = check(history(("put", "p0", "p0:0", "info"), ("put", "p0", "p0:1", "ok"),
+                      ("get", "c0", "p0:0", "ok"), ("get", "c0", "p0:1", "ok")))
     assert v.valid and v.recovered == 1 and v.lost == 0
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab.workload import WorkloadError, load_workload, parse_workload
+from lab.workload import WorkloadError, load_workload, parse_workload, standard_workloads
 
 GOOD = {"name": "w", "producers": 2, "consumers": 3, "queues": 2, "message_size": 64, "rate": 500,
         "duration": 2, "ack": "reliable", "warmup": 0.5, "seed": 9,
@@ -50,6 +50,14 @@ def test_faults_are_parsed_and_sorted_by_time():
     ({"faults": [{"fault": "disk-delay", "at": 1, "duration": 1}]}, "faults[0].ms", "ms"),
     ({"faults": [{"fault": "loss", "at": 1, "duration": 1, "p": 2}]}, "faults[0].p", "probability"),
     ({"faults": [{"fault": "pause", "at": 1, "duration": 1, "target": []}]}, "faults[0].target", "node names"),
+    ({"faults": [{"fault": "disk-delay", "at": 1, "duration": 1, "ms": "abc"}]}, "faults[0].ms", "got 'abc'"),
+    ({"faults": [{"fault": "pause", "at": 1, "duration": 1, "ms": "abc"}]}, "faults[0].ms", "milliseconds"),
+    ({"faults": [{"fault": "loss", "at": 1, "duration": 1, "p": "abc"}]}, "faults[0].p", "got 'abc'"),
+    ({"faults": [{"fault": "pause", "at": 1, "duration": 1, "p": "abc"}]}, "faults[0].p", "probability"),
+    ({"faults": [{"fault": "pause", "at": 2.5, "duration": 1}]}, "faults[0].at", "past the end of the load (2.5 s)"),
+    ({"duration": None, "messages": 1000, "rate": 500,
+      "faults": [{"fault": "pause", "at": 3, "duration": 1}]}, "faults[0].at", "past the end of the load (2 s)"),
+    ({"description": ["a", "list"]}, "description", "one line"),
     ({"sim": {"latency": {"dist": "gaussian"}}}, "sim", "dist"),
     ({"sim": {"loss": 1.5}}, "sim", "loss"),
     ({"sim": {"gravity": 1}}, "sim.gravity", "unknown field"),
@@ -59,6 +67,33 @@ def test_each_bad_field_is_named(change, field, problem):
     with pytest.raises(WorkloadError) as e:
         parse_workload(data, "bad.yaml")
     assert f"bad.yaml: field '{field}'" in str(e.value) and problem in str(e.value)
+
+
+def test_a_fault_schedule_of_a_closed_loop_count_is_not_bounded():
+    # messages sent as fast as possible: only the run can tell when the load ends
+    w = parse_workload({**GOOD, "duration": None, "messages": 10, "rate": 0,
+                        "faults": [{"fault": "pause", "at": 60, "duration": 1}]})
+    assert w.load_seconds is None and w.faults[0].at == 60
+
+
+def test_standard_workloads_load_by_name_and_have_descriptions():
+    steady = load_workload("steady")
+    assert steady.name == "steady" and steady.source.endswith("lab/workloads/steady.yaml")
+    assert load_workload("gc-pause.yaml").faults
+    for path in standard_workloads():
+        w = load_workload(path)
+        assert w.description and "\n" not in w.description, path
+    with pytest.raises(WorkloadError, match=r"nor a standard workload \(burst-reliable, gc-pause, steady"):
+        load_workload("stedy")
+
+
+def test_a_directory_or_a_binary_file_is_not_a_workload(tmp_path):
+    with pytest.raises(WorkloadError, match="is a directory"):
+        load_workload(tmp_path)
+    binary = tmp_path / "w.yaml"
+    binary.write_bytes(bytes(range(256)))
+    with pytest.raises(WorkloadError, match="not a text file"):
+        load_workload(binary)
 
 
 def test_missing_file_and_bad_yaml_and_non_mapping(tmp_path):

@@ -27,10 +27,13 @@ class Option:
     parse: Callable[[Any], Any]
     #: the value when the option is not given (None: the design's own default applies)
     default: Any = None
+    #: the default for people, where the design applies its own (None: ``default`` says it)
+    default_text: str | None = None
 
     def describe(self) -> str:
-        default = "" if self.default is None else f"; default {self.default}"
-        return f"{self.help} ({self.allowed}{default})"
+        """One line for ``lab backends``: what it does, what it takes, its default."""
+        default = self.default_text or self.default
+        return f"{self.help}: {self.allowed}" + ("" if default is None else f" (default {default})")
 
 
 def number(minimum: float = 0.0, *, inclusive: bool = False) -> Callable[[Any], float]:

@@ -14,13 +14,14 @@ import itertools
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from lab.backends import Backend, BadOption, Delivery, QueueClient, Rejected
-from lab.backends.kestrel.config import ConfigError, ServerConfig, config_from_mapping
+from lab.backends import Backend, Delivery, QueueClient, Rejected
+from lab.backends.kestrel.config import QUEUE_OPTIONS, ServerConfig, config_from_mapping
 from lab.backends.kestrel.core.collection import QueueCollection
 from lab.backends.kestrel.core.memcache import MemcacheHandler
 from lab.backends.kestrel.core.session import Session
 from lab.backends.kestrel.protocol import MemcacheParser, ProtocolDrop
 from lab.runtime import Runtime
+from lab.backends.options import TIMEOUT, Option, whole
 from lab.storage import RuntimeStore
 
 SERVER = "kestrel"
@@ -146,32 +147,42 @@ class LiveKestrelClient(QueueClient):
         self.thread.shutdown(wait=False)
 
 
+def _queue_option(key: str):
+    """A parser that checks a queue option as the config file would, and keeps the value as given."""
+    parse = QUEUE_OPTIONS[key][1]
+
+    def check(value: Any) -> Any:
+        parse(value, key)  # ConfigError is a ValueError: reported as a bad option
+        return value
+
+    return check
+
+
 class KestrelBackend(Backend):
     name = "kestrel"
     summary = "memcache-protocol queue server with a journal; reliable reads (/open, /close) per connection"
     promises = {
         "delivery": "at-least-once with reliable reads (/open then /close); at-most-once with plain gets",
         "order": "FIFO per queue; an aborted or rolled-back read returns to the head",
-        "durability": "syncJournal: never by default (a crash loses the unsynced tail); 0 = fsync before STORED",
+        "durability": "syncJournal: never by default (a crash loses the unsynced tail); always = fsync before STORED",
     }
-    option_help = {
-        **Backend.option_help,
-        "syncJournal": "never (default), always, or a period such as 100ms",
-        "maxOpenTransactions": "open reads per connection per queue (default 1)",
-        "maxMemorySize": "bytes a queue keeps in memory before read-behind (default 128MB)",
-        "maxItems": "items per queue before NOT_STORED (default unlimited)",
-    }
+    options_declared = (
+        TIMEOUT,
+        Option("syncJournal", "when a queue's journal is fsynced", "never, always, or a period such as 100ms",
+               _queue_option("syncJournal"), default_text="never"),
+        Option("maxOpenTransactions", "open reads per connection per queue", "a whole number >= 1", whole(1), 1),
+        Option("maxMemorySize", "bytes a queue keeps in memory before read-behind",
+               "a size such as 1048576 or \"16MB\"", _queue_option("maxMemorySize"), default_text="128MB"),
+        Option("maxItems", "items per queue before NOT_STORED", "a whole number >= 1", whole(1),
+               default_text="unlimited"),
+    )
 
     def __init__(self, world, options=None):
         super().__init__(world, options)
         queue_options = {k: v for k, v in self.options.items() if k not in ("timeout", "maxOpenTransactions")}
-        try:
-            self.config: ServerConfig = config_from_mapping(
-                {"maxOpenTransactions": self.options.get("maxOpenTransactions", 1), "default": queue_options},
-                "options")
-            self.timeout = float(self.options.get("timeout", 1.0))
-        except (ConfigError, TypeError, ValueError) as e:
-            raise BadOption(f"kestrel: {e}") from None
+        self.config: ServerConfig = config_from_mapping(
+            {"maxOpenTransactions": self.options["maxOpenTransactions"], "default": queue_options}, "options")
+        self.timeout = self.options["timeout"]
         self._collection: QueueCollection | None = None
         self._server = None
         self.port = 0
