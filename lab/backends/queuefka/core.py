@@ -136,11 +136,16 @@ class QueuefkaCore:
             return self.stats(message.topic)
         raise TypeError(f"unknown request {type(message).__name__}")
 
+    def exists(self, name: str) -> bool:
+        """Whether topic ``name`` has a log (a folder with no segment is not a topic)."""
+        return name in self.topics or any(map(_is_segment, self.rt.disk.list(name)))
+
     def topic(self, name: str, create: bool = True) -> _Topic:
+        """The open topic ``name``; only ``create`` makes a new one, else ``UnknownTopic``."""
         topic = self.topics.get(name)
         if topic is None:
             check_topic_name(name)
-            if not create and not self.rt.disk.exists(name):
+            if not create and not self.exists(name):
                 raise UnknownTopic(f"no topic {name!r}")
             store = RuntimeStore(self.rt, name)
             writer = Writer(store, self.config.segment_size_hint, fsync=self.config.fsync, clock=self.rt.now)
@@ -194,9 +199,9 @@ class QueuefkaCore:
     async def commit(self, name: str, group: str, address: int) -> int:
         """Commit ``address`` for ``group`` (a record address, or the end of the log)."""
         _check_group(group)
-        topic = self.topic(name)
+        topic = self.topic(name, create=False)
+        self._check_commit_address(topic, address)  # before the group exists: a refusal writes nothing
         state = self._group(topic, group, topic.groups[group].consumer.mode if group in topic.groups else MODES[0])
-        self._check_commit_address(topic, address)
         state.consumer.commit(address)
         state.progress_at = self.rt.now()
         await topic.store.settle(_group_file(group))

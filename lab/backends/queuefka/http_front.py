@@ -114,11 +114,7 @@ async def topic_stats(core: QueuefkaCore, request: web.Request) -> web.Response:
 
 @_guarded
 async def list_topics(core: QueuefkaCore, request: web.Request) -> web.Response:
-    return web.json_response({"topics": sorted(n for n in core.rt.disk.list("") if _is_topic(core, n))})
-
-
-def _is_topic(core: QueuefkaCore, name: str) -> bool:
-    return any(entry.endswith(".slab") for entry in core.rt.disk.list(name)) if name[:1].isalnum() else False
+    return web.json_response({"topics": sorted(n for n in core.rt.disk.list("") if core.exists(n))})
 
 
 def make_app(core: QueuefkaCore, max_payload: int = DEFAULT_MAX_RECORD) -> web.Application:
