@@ -15,7 +15,7 @@ from lab.backends.kestrel.core.queue import KestrelQueue
 from lab.runtime import Runtime
 
 log = logging.getLogger(__name__)
-VERSION = "2.4.8-queue-lab"
+VERSION = "2.4.8"  # digits and dots, as the original: clients parse it (npm memcached does)
 
 
 class BadQueueName(ValueError):

@@ -1,0 +1,77 @@
+"""Kestrel's wire protocol, hardened (issue 14): what a typo, a wrong byte count, a huge
+line, a bad queue name or a binary-protocol client meets, fanoutOnly masters and their
+children, and openTransactionTimeout on an empty queue — each through real sockets to a
+real `lab serve kestrel` process."""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from lab.backends.kestrel.protocol import MAX_LINE
+from tests.kestrel_support import KestrelProcess, Raw
+
+CONFIG = """
+maxOpenTransactions = 2
+[queues.lz]
+openTransactionTimeout = "300ms"
+[queues.jobs]
+fanoutOnly = true
+[queues.fromage]
+fanoutOnly = true
+[queues.formaggio]
+fanoutOnly = true
+[aliases]
+nom-de-guerre = ["fromage", "formaggio"]
+"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    proc = KestrelProcess(tmp_path_factory.mktemp("kestrel") / "queues", CONFIG).start()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def raw(server):
+    clients: list[Raw] = []
+
+    def connect(port: int | None = None) -> Raw:
+        clients.append(Raw(port or server.port))
+        return clients[-1]
+
+    yield connect
+    for c in clients:
+        c.close()
+
+
+def stats(port: int) -> dict[str, str]:
+    c = Raw(port)
+    c.send("stats\r\n")
+    out = {}
+    while (line := c.line()) != "END":
+        _, key, value = line.split(" ", 2)
+        out[key] = value
+    c.close()
+    return out
+
+
+# ---------------------------------------------------------------- 7: a version clients parse
+
+
+def test_version_is_digits_and_dots_as_memcache_clients_expect(server, raw):
+    c = raw()
+    c.send("version\r\n")
+    version = c.line()
+    assert re.fullmatch(r"VERSION \d+\.\d+\.\d+", version), version
+    assert stats(server.port)["version"] == version.split(" ")[1]
+    t = raw(server.ports["text"])
+    t.send("version\n")
+    assert t.line() == ":" + version.split(" ")[1]
