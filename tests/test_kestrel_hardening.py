@@ -75,3 +75,23 @@ def test_version_is_digits_and_dots_as_memcache_clients_expect(server, raw):
     t = raw(server.ports["text"])
     t.send("version\n")
     assert t.line() == ":" + version.split(" ")[1]
+
+
+# ---------------------------------------------------------------- 1: get q/opne
+
+
+def test_an_unknown_get_option_is_a_plain_get_and_is_counted(server, raw):
+    """As the original, ``get q/opne`` ignores the typo and removes the item for good;
+    the ``get_unknown_option`` stat lets an operator see it happen."""
+    before = int(stats(server.port)["get_unknown_option"])
+    c = raw()
+    c.set("typo", "precious")
+    assert c.get("typo/opne") == b"precious"  # a plain get: not an open read
+    assert c.get("typo/peek") is None  # gone for good
+    assert c.get("typo/t=10/close/open") is None  # known options only: not counted
+    assert int(stats(server.port)["get_unknown_option"]) == before + 1
+    admin = f"http://127.0.0.1:{server.ports['admin']}"
+    with urllib.request.urlopen(f"{admin}/stats.json") as r:
+        assert json.load(r)["get_unknown_option"] == before + 1
+    with urllib.request.urlopen(f"{admin}/stats.txt") as r:
+        assert f"get_unknown_option: {before + 1}\n" in r.read().decode()

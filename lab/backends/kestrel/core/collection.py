@@ -45,6 +45,7 @@ class ServerStats:
     queue_expires: int = 0
     cmd_monitor: int = 0
     cmd_monitor_get: int = 0
+    get_unknown_option: int = 0  # gets with an option the server ignores (``q/opne``)
 
 
 class QueueCollection:
@@ -302,7 +303,7 @@ class QueueCollection:
             ("get_hits", str(s.get_hits)), ("get_misses", str(s.get_misses)),
             ("bytes_read", str(s.bytes_read)), ("bytes_written", str(s.bytes_written)),
             ("queue_creates", str(s.queue_creates)), ("queue_deletes", str(s.queue_deletes)),
-            ("queue_expires", str(s.queue_expires)),
+            ("queue_expires", str(s.queue_expires)), ("get_unknown_option", str(s.get_unknown_option)),
         ]
 
     def queue_stats(self, name: str) -> list[tuple[str, str]]:

@@ -10,7 +10,7 @@ command is ``CLIENT_ERROR`` and closes it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
 from lab.backends.kestrel.core.collection import VERSION, BadQueueName, QueueCollection
@@ -33,6 +33,7 @@ class GetOptions:
     close: bool = False
     abort: bool = False
     peek: bool = False
+    unknown: list[str] = field(default_factory=list)  # ignored options (``opne``): counted in the stats
 
 
 def parse_get_key(key: str) -> GetOptions:
@@ -44,7 +45,8 @@ def parse_get_key(key: str) -> GetOptions:
             got.timeout_ms = java_int(option[2:])
         elif option in ("open", "close", "abort", "peek"):
             setattr(got, option, True)
-        # unknown options are ignored, as the original
+        elif option:
+            got.unknown.append(option)  # ignored, as the original: ``q/opne`` reads like ``q``
     if not queue:
         raise LookupError("empty queue name")
     if got.peek and (got.open or got.close or got.abort) or got.abort and (got.open or got.close):
@@ -120,6 +122,8 @@ class MemcacheHandler:
             await send(memcache_line("CLIENT_ERROR"))
             return False
         queue, session = options.queue, self.session
+        if options.unknown:
+            self.collection.stats.get_unknown_option += 1  # a typo turns a reliable read lossy: show it
         if options.abort:
             session.abort_oldest(queue)
             await self.collection.settle(queue)
