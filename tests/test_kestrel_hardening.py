@@ -95,3 +95,26 @@ def test_an_unknown_get_option_is_a_plain_get_and_is_counted(server, raw):
         assert json.load(r)["get_unknown_option"] == before + 1
     with urllib.request.urlopen(f"{admin}/stats.txt") as r:
         assert f"get_unknown_option: {before + 1}\n" in r.read().decode()
+
+
+# ---------------------------------------------------------------- 2: the bytes after a data block
+
+
+@pytest.mark.parametrize("sent", [b"set {q} 0 0 2\r\nhello\r\n", b"set {q} 0 0 5\r\nhelloXY"])
+def test_a_data_block_not_followed_by_crlf_stores_nothing(raw, request, sent):
+    name = f"long{request.node.callspec.indices['sent']}"
+    c = raw()
+    c.send(sent.replace(b"{q}", name.encode()))
+    assert c.line() == "CLIENT_ERROR" and c.closed()
+    assert raw().get(f"{name}/peek") is None  # nothing stored, not even "he"
+
+
+def test_unchecked_data_terminator_keeps_the_originals_framing(tmp_path: Path):
+    server = KestrelProcess(tmp_path / "q", "uncheckedDataTerminator = true\n").start()
+    try:
+        c = Raw(server.port)
+        c.send("set q 0 0 5\r\nhelloXY")  # the original skips the two bytes unchecked
+        assert c.line() == "STORED"
+        assert c.get("q") == b"hello"
+    finally:
+        server.stop()

@@ -163,6 +163,9 @@ class ServerConfig:
     expiration_timer_frequency: float | None = None
     client_timeout: float | None = None
     max_open_transactions: int = 1
+    # true: the original's framing, the two bytes after a data block skipped unchecked
+    # (`set q 0 0 2` + `hello` stored "he"); false: such a request is refused, nothing stored
+    unchecked_data_terminator: bool = False
     default: dict[str, Any] = field(default_factory=dict)
     queues: dict[str, dict[str, Any]] = field(default_factory=dict)
     aliases: dict[str, list[str]] = field(default_factory=dict)
@@ -183,6 +186,7 @@ SERVER_OPTIONS: dict[str, tuple[str, Any]] = {
     "expirationTimerFrequency": ("expiration_timer_frequency", parse_duration),
     "clientTimeout": ("client_timeout", parse_duration),
     "maxOpenTransactions": ("max_open_transactions", _count),
+    "uncheckedDataTerminator": ("unchecked_data_terminator", _flag),
 }
 
 

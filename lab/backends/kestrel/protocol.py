@@ -8,7 +8,9 @@ Memcache framing follows the original's codec: a line ends at ``\\n`` (a precedi
 is dropped), is read as ISO-8859-1 and split on single spaces like Java's ``split(" ")``
 (two spaces make an empty token; trailing empty tokens vanish); only the first token is
 lower-cased. A storage command's line carries the byte count in token 4; the value is
-the next N bytes and the two bytes after it are skipped unchecked.
+the next N bytes, and the two bytes after it are consumed and marked on the request
+(``terminator_ok``): the handler refuses a block not followed by ``\r\n`` unless the
+server keeps the original's framing (it skipped them unchecked).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class MemcacheRequest:
     args: list[str]  # the tokens after the command, case kept
     data: bytes | None = None  # a storage command's value
     size: int = 0  # bytes this request took on the wire
+    terminator_ok: bool = True  # a data block was followed by "\r\n" (the original never checked)
 
 
 class MemcacheParser:
@@ -95,9 +98,10 @@ class MemcacheParser:
         if len(self.buffer) < size + 2:
             return None
         data = bytes(self.buffer[:size])
-        del self.buffer[: size + 2]  # the terminator is skipped unchecked, as the original
+        terminator_ok = self.buffer[size: size + 2] == b"\r\n"
+        del self.buffer[: size + 2]
         self._pending = None
-        return MemcacheRequest(tokens[0].lower(), tokens[1:], data, line_bytes + size + 2)
+        return MemcacheRequest(tokens[0].lower(), tokens[1:], data, line_bytes + size + 2, terminator_ok)
 
 
 def memcache_line(text: str) -> bytes:

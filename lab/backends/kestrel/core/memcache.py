@@ -71,6 +71,11 @@ class MemcacheHandler:
         if command is None:
             await send(memcache_line("CLIENT_ERROR"))
             return False
+        if not request.terminator_ok and not self.collection.config.unchecked_data_terminator:
+            # a value longer (or shorter) than its byte count: storing the first N bytes
+            # would keep a truncated value, and the rest would be read as a command
+            await send(memcache_line("CLIENT_ERROR"))
+            return False
         try:
             result = await command(request, send)
         except IndexError:
