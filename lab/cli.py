@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from lab.backends import REGISTRY, BadOption, UnknownBackend, backend_class
+from lab.paths import BadRunDir
 from lab.spark import JavaMissing
 from lab.workload import WorkloadError, load_workload
 
@@ -23,7 +24,24 @@ class UsageError(Exception):
     """A mistake in how the command was called."""
 
 
-USER_ERRORS = (UsageError, WorkloadError, UnknownBackend, BadOption, JavaMissing)
+USER_ERRORS = (UsageError, WorkloadError, UnknownBackend, BadOption, BadRunDir, JavaMissing)
+
+RUN_LEGEND = """\
+the summary, row by row:
+  put, get, ack, release  operations: count, then ok / fail / info, ok operations per second,
+                          and the latency of the ok ones (one request's round trip)
+  e2e      end to end, per delivered message: its put's start to its first delivery; unlike
+           a get's latency it includes the time the message waited in the queue
+  delay    publish delay: how late a scheduled put started behind its intended time; large
+           when a stall held the producers back (hidden from put latency: coordinated omission)
+outcomes:
+  ok       the operation happened
+  fail     it certainly did not happen (refused, unreachable; an empty get is fail "empty")
+  info     its outcome is unknown (a timeout): it may or may not have happened
+the checker: lost = acknowledged puts never delivered; a run with no acknowledged put, or
+with nothing delivered, is never valid.
+exit status: 0 valid, 1 not valid, 2 a mistake in the command or the workload.
+"""
 
 
 def _seed(text: str) -> int:
@@ -47,10 +65,12 @@ def _option(text: str) -> tuple[str, Any]:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lab", description="queue-lab: compare message-queue designs "
                                      "in a simulated and a live world.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("run", help="run one workload against one backend")
-    p.add_argument("workload", type=Path, help="workload file (YAML)")
+    p = sub.add_parser("run", help="run one workload against one backend", epilog=RUN_LEGEND,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("workload", type=Path, help="workload file (YAML), or a standard workload's name (`lab workloads`)")
     p.add_argument("--backend", required=True, help="backend name (see `lab backends`)")
     p.add_argument("--world", choices=("sim", "live"), default="sim", help="simulated or live (default: sim)")
     p.add_argument("--seed", type=_seed, help="seed (default: the workload's)")
@@ -60,11 +80,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     sub.add_parser("backends", help="list the registered backends and what each supports")
+    sub.add_parser("workloads", help="list the standard workloads (runnable by name)")
 
     p = sub.add_parser("compare", help="the standard workloads on every backend in both worlds")
     p.add_argument("--backends", help="comma-separated backend names (default: all)")
     p.add_argument("--worlds", default="sim,live", help="comma-separated worlds (default: sim,live)")
-    p.add_argument("--workloads", nargs="+", type=Path, help="workload files (default: the standard set)")
+    p.add_argument("--workloads", nargs="+", type=Path, help="workload files or names (default: the standard set)")
     p.add_argument("--out", type=Path, help="output directory (default: results/runs/compare-<time>)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p = sub.add_parser("aggregate", help="summarise the samples of runs with Spark")
@@ -215,6 +236,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     print()
     print(f"checker: {result.verdict.line()}")
     print(f"samples: {result.samples_path}")
+    for warning in result.warnings:
+        print(f"lab: warning: {warning}", file=sys.stderr)
     return 0 if result.verdict.valid else 1
 
 
@@ -228,6 +251,16 @@ def cmd_backends(args: argparse.Namespace) -> int:
         print("    options (--option KEY=VALUE):")
         for option in sorted(cls.options_declared, key=lambda o: o.name):
             print(f"      {option.name}: {option.describe()}")
+    return 0
+
+
+def cmd_workloads(args: argparse.Namespace) -> int:
+    from lab.workload import standard_workloads
+
+    for path in standard_workloads():
+        w = load_workload(path)
+        print(f"{w.name:<16} {w.description}")
+    print("\nrun one: lab run NAME --backend BACKEND [--world sim|live]  (files: lab/workloads/)")
     return 0
 
 
@@ -268,13 +301,25 @@ def cmd_kestrel(args: argparse.Namespace) -> int:
     for path in args.paths:
         if not path.is_file():
             raise UsageError(f"{path}: no such journal file")
-        for line in qdump(path):
-            print(line)
+        try:
+            for line in qdump(path):
+                print(line)
+        except ValueError as e:  # not a journal at all
+            raise UsageError(str(e)) from None
     return 0
 
 
-COMMANDS = {"run": cmd_run, "kestrel": cmd_kestrel, "serve": cmd_serve, "backends": cmd_backends, "compare": cmd_compare, "aggregate": cmd_aggregate,
-            "bench": cmd_bench}
+COMMANDS = {"run": cmd_run, "kestrel": cmd_kestrel, "serve": cmd_serve, "backends": cmd_backends,
+            "workloads": cmd_workloads, "compare": cmd_compare, "aggregate": cmd_aggregate, "bench": cmd_bench}
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("queue-lab")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
 
 
 def main(argv: list[str] | None = None) -> int:

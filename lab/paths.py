@@ -1,4 +1,5 @@
-"""Where results go: ``results/`` of the checkout (or $QUEUE_LAB_RESULTS, or ./results)."""
+"""Where results go: ``results/`` of the checkout (or $QUEUE_LAB_RESULTS, or ./results), and
+the making of a run's folder."""
 
 from __future__ import annotations
 
@@ -18,3 +19,22 @@ def results_dir() -> Path:
 
 def runs_dir() -> Path:
     return results_dir() / "runs"
+
+
+class BadRunDir(ValueError):
+    """A run's folder that cannot hold it: a file, or a folder that holds a run already."""
+
+
+def make_run_dir(run_dir: Path) -> bool:
+    """Make the run's folder; True if this call created it. Refuses a file, or a folder that
+    already holds a run (it would be overwritten)."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise BadRunDir(f"{run_dir}: exists and is not a folder (give --out a new folder)")
+    if (run_dir / "samples.parquet").exists() or (run_dir / "manifest.json").exists():
+        raise BadRunDir(f"{run_dir}: holds a run already (give --out a new folder)")
+    created = not run_dir.exists()
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise BadRunDir(f"{run_dir}: cannot make the run folder: {e.strerror or e}") from None
+    return created

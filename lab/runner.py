@@ -18,16 +18,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import secrets
+import shutil
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from lab import message
 from lab.backends import Backend, Delivery, QueueClient, Rejected, backend_class
 from lab.checker import Verdict, check
-from lab.paths import runs_dir
+from lab.paths import make_run_dir, runs_dir
 from lab.provenance import machine, versions
 from lab.record import Recorder, write_samples
 from lab.runtime import Cancelled, RemoteError, Runtime, Unreachable, World
@@ -53,6 +54,8 @@ class RunResult:
     samples: int
     wall_seconds: float
     world_seconds: float
+    #: what the run could not do as asked (a fault that never started), for people
+    warnings: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def samples_path(self) -> Path:
@@ -68,6 +71,8 @@ class _State:
         self.draining = False
         self.nemesis = None
         self.puts = 0
+        self.enqueued = 0  # puts that returned ok
+        self.delivered = 0  # gets that returned a message
 
     def phase(self, now_ns: int) -> str:
         if self.draining:
@@ -101,10 +106,12 @@ def run(
     world: str = "sim",
     seed: int | None = None,
     out: str | Path | None = None,
-    progress: bool = True,
+    progress: bool | TextIO = True,
     options: dict[str, Any] | None = None,
 ) -> RunResult:
-    """Run ``workload`` against ``backend`` in ``world``; write and return the results."""
+    """Run ``workload`` against ``backend`` in ``world``; write and return the results.
+
+    ``progress``: True for a bar on a terminal, False for none, or a stream to draw it on."""
     seed = workload.seed if seed is None else seed
     workload = workload.with_seed(seed)
     cls = backend_class(backend)
@@ -117,28 +124,34 @@ def run(
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     run_id = f"{stamp}-{workload.name}-{backend}-{world}-s{seed}-{secrets.token_hex(2)}"
     run_dir = Path(out) if out is not None else runs_dir() / run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
+    created = make_run_dir(run_dir)
+    try:
+        the_world = make_world(world, seed, workload)
+        recorder = Recorder(run_id, world, backend, workload.name)
+        warnings: list[str] = []
+        wall_start = time.perf_counter()
+        world_seconds = the_world.run(
+            lambda control: _main(control, the_world, cls(the_world, options), workload, recorder, progress,
+                                  warnings)
+        )
+        wall_seconds = time.perf_counter() - wall_start
 
-    the_world = make_world(world, seed, workload)
-    recorder = Recorder(run_id, world, backend, workload.name)
-    wall_start = time.perf_counter()
-    world_seconds = the_world.run(
-        lambda control: _main(control, the_world, cls(the_world, options), workload, recorder, progress)
-    )
-    wall_seconds = time.perf_counter() - wall_start
-
-    table = recorder.table()
-    write_samples(table, run_dir / "samples.parquet")
-    verdict = check(table)
-    summary = summarize(table)
-    result = RunResult(run_id, run_dir, workload, backend, world, seed, verdict, summary,
-                       table.num_rows, wall_seconds, world_seconds)
-    _write_manifest(result, the_world)
+        table = recorder.table()
+        write_samples(table, run_dir / "samples.parquet")
+        verdict = check(table)
+        summary = summarize(table)
+        result = RunResult(run_id, run_dir, workload, backend, world, seed, verdict, summary,
+                           table.num_rows, wall_seconds, world_seconds, warnings)
+        _write_manifest(result, the_world)
+    except BaseException:
+        if created:  # a failed run leaves no half-written folder behind
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     return result
 
 
 async def _main(control: Runtime, world: World, backend: Backend, workload: Workload,
-                recorder: Recorder, progress: bool) -> float:
+                recorder: Recorder, progress: bool | TextIO, warnings: list[str]) -> float:
     await backend.start()
     t0 = control.now_ns()
     state = _State(t0, round(workload.warmup * 1e9))
@@ -173,18 +186,21 @@ async def _main(control: Runtime, world: World, backend: Backend, workload: Work
         mine = queues[i::workload.consumers] or [queues[i % len(queues)]]
         consumers.append(rt.spawn(_consume(rt, client, name, mine, reliable, recorder, state), name=name))
 
-    bar = _progress_bar(workload, world.kind) if progress else None
-    ticker = control.spawn(_tick(control, bar, state, workload)) if bar is not None else None
+    bar = _Progress(workload, world.kind, progress) if progress else None
+    ticker = control.spawn(_tick(control, bar, state)) if bar is not None else None
     for task in producers:
         await task
     if state.nemesis is not None:
         state.nemesis.heal_all()
+        end = (control.now_ns() - t0) / 1e9
+        warnings += [f"fault {i} ({f.fault} at {f.at:g} s) never started: the load ended at {end:.2f} s"
+                     for i, f in enumerate(workload.faults) if i not in state.nemesis.started]
     state.draining = True
     for task in consumers:
         await task
     if ticker is not None:
         ticker.cancel()
-        bar.close()
+        bar.close(state, control.now_ns())
     await backend.stop()
     return (control.now_ns() - t0) / 1e9
 
@@ -230,6 +246,7 @@ async def _produce(rt: Runtime, client: QueueClient, name: str, queue: str, size
         recorder.record(rt.node, name, "put", queue, msg_id, start, end - start, outcome, error, len(body),
                         state.phase(start), delay)
         state.puts += 1
+        state.enqueued += outcome == "ok"
         seq += 1
         if outcome != "ok" and end == start:
             await rt.sleep(RETRY_PAUSE)  # an instant failure must not spin the clock in place
@@ -269,6 +286,7 @@ async def _consume(rt: Runtime, client: QueueClient, name: str, queues: list[str
                     break
             continue
         empty_in_drain.discard(queue)
+        state.delivered += 1
         msg_id, _ = message.decode(delivery.body)
         recorder.record(rt.node, name, "get", queue, msg_id, start, end - start, "ok", None, len(delivery.body), phase)
         if reliable:
@@ -290,23 +308,52 @@ async def _ack(rt: Runtime, client: QueueClient, name: str, delivery: Delivery, 
     recorder.record(rt.node, name, "ack", delivery.queue, msg_id, start, end - start, outcome, error, 0, state.phase(start))
 
 
-def _progress_bar(workload: Workload, world: str):
-    """A bar that appears only after 2 s of wall time, and only on a terminal."""
-    from tqdm import tqdm
+class _Progress:
+    """The load's progress (time or messages), then the drain's: messages delivered of those
+    acknowledged and not yet delivered when the drain began. It appears only after 2 s of
+    wall time and only on a terminal, or at once on the stream ``progress`` names."""
 
-    common = dict(delay=2, leave=False, disable=None)
-    if workload.messages:
-        return tqdm(total=workload.messages, unit="msg", desc=f"{workload.name} ({world})", **common)
-    total = workload.warmup + workload.duration
-    return tqdm(total=round(total, 2), desc=f"{workload.name} ({world} time)", **common,
-                bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:.1f} s [{elapsed}<{remaining}]")
+    def __init__(self, workload: Workload, world: str, progress: bool | TextIO):
+        from tqdm import tqdm
+
+        if progress is True:
+            common: dict[str, Any] = dict(delay=2, leave=False, disable=None)
+        else:
+            common = dict(file=progress, mininterval=0, leave=True)
+        self.workload = workload
+        self.drain_base: int | None = None
+        if workload.messages:
+            self.bar = tqdm(total=workload.messages, unit="msg", desc=f"{workload.name} ({world})", **common)
+        else:
+            total = workload.warmup + workload.duration
+            self.bar = tqdm(total=round(total, 2), desc=f"{workload.name} ({world} time)", **common,
+                            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:.1f} s "
+                                       "[{elapsed}<{remaining}]")
+
+    def update(self, state: _State, now_ns: int) -> None:
+        bar = self.bar
+        if state.draining:
+            if self.drain_base is None:
+                self.drain_base = state.delivered
+                bar.bar_format, bar.unit = None, "msg"
+                bar.set_description(f"{self.workload.name}: draining", refresh=False)
+                bar.reset(total=max(0, state.enqueued - self.drain_base))
+            done = min(bar.total, state.delivered - self.drain_base)
+        elif self.workload.messages:
+            done = state.puts
+        else:
+            done = min(bar.total, (now_ns - state.t0) / 1e9)
+        bar.update(done - bar.n)
+
+    def close(self, state: _State, now_ns: int) -> None:
+        self.update(state, now_ns)
+        self.bar.close()
 
 
-async def _tick(rt: Runtime, bar, state: _State, workload: Workload) -> None:
+async def _tick(rt: Runtime, progress: _Progress, state: _State) -> None:
     while True:
         await rt.sleep(PROGRESS_STEP)
-        done = state.puts if workload.messages else min(bar.total, (rt.now_ns() - state.t0) / 1e9)
-        bar.update(done - bar.n)
+        progress.update(state, rt.now_ns())
 
 
 def _write_manifest(result: RunResult, world: World) -> None:
@@ -321,6 +368,7 @@ def _write_manifest(result: RunResult, world: World) -> None:
         "wall_seconds": round(result.wall_seconds, 3),
         "world_seconds": round(result.world_seconds, 6),
         "verdict": result.verdict.to_dict(),
+        "warnings": result.warnings,
         "summary": result.summary,
         "versions": versions(),
         "machine": machine(),

@@ -24,6 +24,7 @@ class Nemesis:
         self.clients = clients
         self.active: dict[int, Callable[[], None]] = {}  # fault number -> its heal
         self.healed = 0
+        self.started: set[int] = set()  # fault numbers that were applied
         self._tasks = []
 
     def resolve(self, fault: FaultSpec, rt: Runtime) -> list[str]:
@@ -49,6 +50,7 @@ class Nemesis:
 
     async def _run(self, rt: Runtime, number: int, fault: FaultSpec, nodes: list[str]) -> None:
         await rt.sleep(fault.at)
+        self.started.add(number)
         self.active[number] = self._apply(fault, nodes)
         await rt.sleep(fault.duration)
         self._heal(number)

@@ -89,3 +89,20 @@ def test_faults_in_the_live_world_and_bad_targets_are_refused(tmp_path):
                         "faults": [{"fault": "pause", "at": 0.1, "duration": 0.1, "target": ["nobody"]}]})
     with pytest.raises(WorkloadError, match="nobody"):
         run(w, "ideal", "sim", out=tmp_path, progress=False)
+
+
+def test_the_progress_bar_covers_the_drain(tmp_path):
+    import io
+
+    # consumers slower than producers (reliable reads, one consumer): a backlog left to drain
+    w = parse_workload({"name": "backlog", "producers": 2, "consumers": 1, "rate": 0, "duration": 0.3,
+                        "ack": "reliable", "seed": 4})
+    shown = io.StringIO()
+    result = run(w, "ideal", "sim", out=tmp_path / "r", progress=shown)
+    text = shown.getvalue()
+    assert "backlog (sim time)" in text and "backlog: draining" in text
+    last = text.rstrip().rsplit("\r", 1)[-1]
+    assert "100%" in last, last  # the bar ends when the drain has delivered everything
+    left = int(last.split("/")[-1].split()[0])
+    assert left > 100  # there was a backlog to drain
+    assert result.verdict.valid
