@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from lab.backends import REGISTRY, BadOption, UnknownBackend, backend_class
+from lab.compare import NothingToRun
 from lab.paths import BadRunDir
 from lab.spark import JavaMissing
 from lab.workload import WorkloadError, load_workload
@@ -24,7 +25,7 @@ class UsageError(Exception):
     """A mistake in how the command was called."""
 
 
-USER_ERRORS = (UsageError, WorkloadError, UnknownBackend, BadOption, BadRunDir, JavaMissing)
+USER_ERRORS = (UsageError, WorkloadError, UnknownBackend, BadOption, BadRunDir, JavaMissing, NothingToRun)
 
 RUN_LEGEND = """\
 the summary, row by row:
@@ -255,9 +256,9 @@ def cmd_backends(args: argparse.Namespace) -> int:
 
 
 def cmd_workloads(args: argparse.Namespace) -> int:
-    from lab.workload import standard_workloads
+    from lab.workload import standard_workload_files
 
-    for path in standard_workloads():
+    for path in standard_workload_files():
         w = load_workload(path)
         print(f"{w.name:<16} {w.description}")
     print("\nrun one: lab run NAME --backend BACKEND [--world sim|live]  (files: lab/workloads/)")

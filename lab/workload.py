@@ -102,7 +102,7 @@ _FAULT_FIELDS = ("fault", "at", "duration", "target", "mode", "tear", "ms", "p")
 _SIM_FIELDS = ("latency", "loss", "fifo_links", "fsync")
 
 
-def standard_workloads() -> list[Path]:
+def standard_workload_files() -> list[Path]:
     """The standard set's files, by name."""
     return sorted(STANDARD_DIR.glob("*.yaml"))
 
@@ -113,7 +113,7 @@ def load_workload(path: str | Path) -> Workload:
     if not path.exists():
         standard = STANDARD_DIR / f"{path.name.removesuffix('.yaml')}.yaml"
         if path.parent != Path(".") or not standard.is_file():
-            names = ", ".join(p.stem for p in standard_workloads())
+            names = ", ".join(p.stem for p in standard_workload_files())
             raise WorkloadError(f"{path}: no such workload file, nor a standard workload ({names})")
         path = standard
     if path.is_dir():

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from lab.cli import main
-from lab.workload import standard_workloads
+from lab.workload import standard_workload_files
 
 SMALL = "name: small\nproducers: 1\nconsumers: 1\nrate: 500\nduration: 0.4\nseed: 3\n"
 
@@ -118,7 +118,7 @@ def test_kestrel_dump_of_a_file_that_is_not_a_journal(capsys, tmp_path):
 def test_standard_workloads_are_listed_and_run_by_name(capsys, tmp_path):
     assert main(["workloads"]) == 0
     out = capsys.readouterr().out
-    for path in standard_workloads():
+    for path in standard_workload_files():
         assert path.stem in out
     assert "a 400 ms stop-the-world pause" in out
     assert main(["run", "steady", "--backend", "ideal", "--no-progress", "--out", str(tmp_path / "r")]) == 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab.workload import WorkloadError, load_workload, parse_workload, standard_workloads
+from lab.workload import WorkloadError, load_workload, parse_workload, standard_workload_files
 
 GOOD = {"name": "w", "producers": 2, "consumers": 3, "queues": 2, "message_size": 64, "rate": 500,
         "duration": 2, "ack": "reliable", "warmup": 0.5, "seed": 9,
@@ -80,7 +80,7 @@ def test_standard_workloads_load_by_name_and_have_descriptions():
     steady = load_workload("steady")
     assert steady.name == "steady" and steady.source.endswith("lab/workloads/steady.yaml")
     assert load_workload("gc-pause.yaml").faults
-    for path in standard_workloads():
+    for path in standard_workload_files():
         w = load_workload(path)
         assert w.description and "\n" not in w.description, path
     with pytest.raises(WorkloadError, match=r"nor a standard workload \(burst-reliable, gc-pause, steady"):
