@@ -118,3 +118,23 @@ def test_unchecked_data_terminator_keeps_the_originals_framing(tmp_path: Path):
         assert c.get("q") == b"hello"
     finally:
         server.stop()
+
+
+# ---------------------------------------------------------------- 3: the text port's line cap
+
+
+@pytest.mark.parametrize("port", ["text", "memcache"])
+@pytest.mark.parametrize("newline", [False, True])
+def test_a_command_line_longer_than_the_cap_drops_the_connection(server, raw, port, newline):
+    c = raw(server.ports[port])
+    c.send(b"get " + b"x" * MAX_LINE + (b"\n" if newline else b""))
+    assert c.closed() and c.buf == b""  # dropped, as the memcache port drops a line that long
+
+
+def test_a_text_put_item_may_be_as_large_as_a_memcache_value(server, raw):
+    c = raw(server.ports["text"])
+    item = b"v" * (MAX_LINE * 2)  # an item line is a value, not a command line
+    c.send(b"put bigtext:\n" + item + b"\n\n")
+    assert c.line() == "+1"
+    c.send("get bigtext\n")
+    assert c.line() == ":" + item.decode()

@@ -72,9 +72,9 @@ class MemcacheParser:
         """The next complete request, or None until more bytes arrive."""
         if self._pending is None:
             end = self.buffer.find(b"\n")
+            if (len(self.buffer) if end < 0 else end) > MAX_LINE:
+                raise ProtocolDrop(f"request line longer than {MAX_LINE} bytes")
             if end < 0:
-                if len(self.buffer) > MAX_LINE:
-                    raise ProtocolDrop(f"request line longer than {MAX_LINE} bytes")
                 return None
             cut = end - 1 if end and self.buffer[end - 1] == 13 else end  # a "\r" before the "\n"
             line = self.buffer[:cut].decode("latin-1")
@@ -147,9 +147,13 @@ class TextParser:
     def next_request(self) -> TextRequest | None:
         while True:
             end = self.buffer.find(b"\n")
+            # A command line is capped as on the memcache port; a put's item lines are
+            # values, capped (as a memcache value) by the put's total size.
+            limit = MAX_LINE if self._put is None else self.max_put_bytes - self._put.size
+            if (len(self.buffer) if end < 0 else end) > limit:
+                what = "line" if self._put is None else "put"
+                raise ProtocolDrop(f"{what} longer than {MAX_LINE if self._put is None else self.max_put_bytes} bytes")
             if end < 0:
-                if len(self.buffer) > max(MAX_LINE, self.max_put_bytes):
-                    raise ProtocolDrop(f"line longer than {max(MAX_LINE, self.max_put_bytes)} bytes")
                 return None
             raw = bytes(self.buffer[:end])
             del self.buffer[: end + 1]
