@@ -3,10 +3,12 @@
 Each (workload, backend, world) is one run of the runner, written under one compare
 folder; the Spark pipeline (``lab.aggregate``) then summarises all of them at once.
 The comparison is a table (Markdown for people, CSV for tools) built from the
-pipeline's ``measured`` rows and checker totals — plus the reordering that only the
-per-run checker measures — and a latency chart (put and end-to-end latency by
-percentile, one line per backend and world). Workloads with a fault schedule run in the
-sim world only.
+pipeline's ``measured`` rows (steady, fault and heal) and checker totals (the whole run)
+— plus the reordering that only the per-run checker measures — and a latency chart (put
+and end-to-end latency by percentile, one line per backend and world) drawn from the
+same rows' histograms, so the chart's p50 is the table's. Workloads with a fault schedule
+run in the sim world only; a combination that cannot run is named and skipped, and a
+comparison with nothing to run fails before anything starts.
 """
 
 from __future__ import annotations
@@ -15,30 +17,38 @@ import csv
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-import numpy as np
-
-from lab.aggregate import MEASURED, Aggregation, aggregate
 from lab.backends import REGISTRY, backend_class
 from lab.paths import runs_dir
-from lab.plots import latency_figure
-from lab.record import ok_ops, read_samples
+from lab.record import MEASURED_PHASES, LogHistogram
 from lab.runner import RunResult, run
-from lab.summary import end_to_end_ns, format_ns
+from lab.summary import MEASURED, format_ns
 from lab.workload import Workload, load_workload
+
+if TYPE_CHECKING:  # PySpark and matplotlib load only when a comparison runs (the CLI imports this)
+    from lab.aggregate import Aggregation
 
 STANDARD_WORKLOADS = Path(__file__).parent / "workloads"
 
 COLUMNS = ("workload", "backend", "world", "put_tput_p50", "get_tput_p50", "put_p50_ns", "put_p99_ns",
            "put_p999_ns", "e2e_p50_ns", "e2e_p99_ns", "e2e_p999_ns", "lost", "duplicated", "unexpected",
            "recovered", "inversions", "valid", "run_id")
+PHASES_NOTE = (f"Throughput and latency: the {MEASURED} phases ({', '.join(MEASURED_PHASES)}; not warm-up or "
+               "drain), as in latency.png; e2e = put start to first delivery, in the phase of that delivery. "
+               "lost, dup, unexp, inversions: the whole run.")
+PANELS = {"put": "put latency", "e2e": "end to end"}
+
+
+class NothingToRun(ValueError):
+    """No (workload, backend, world) of a comparison can run."""
 
 
 @dataclass
 class Comparison:
     rows: list[dict[str, Any]]
     directory: Path
+    panels: dict[str, dict[tuple[str, str], LogHistogram]]  # what latency.png draws
 
     @property
     def markdown_path(self) -> Path:
@@ -65,44 +75,77 @@ def compare(
     progress: bool = True,
     echo: Callable[[str], None] = print,
 ) -> Comparison:
-    backends = list(backends or sorted(REGISTRY))
+    backends, worlds = list(backends or sorted(REGISTRY)), list(worlds)
     for name in backends:
         backend_class(name)  # an unknown name fails before any run starts
     workloads = workloads if workloads is not None else standard_workloads()
+    runnable, skipped = plan(workloads, backends, worlds)
+    if not runnable:
+        raise NothingToRun("nothing to run: " + "; ".join(skipped))
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     directory = Path(out) if out is not None else runs_dir() / f"compare-{stamp}"
     directory.mkdir(parents=True, exist_ok=True)
 
+    for line in skipped:
+        echo(f"  skipped {line}")
     results: list[RunResult] = []
-    panels: dict[str, dict[str, np.ndarray]] = {}
-    for workload in workloads:
-        for backend in backends:
-            for world in worlds:
-                if world not in backend_class(backend).worlds or (workload.faults and world != "sim"):
-                    continue
-                result = run(workload, backend, world, out=directory / f"{workload.name}-{backend}-{world}",
-                             progress=progress)
-                results.append(result)
-                echo(f"  {workload.name:<16} {backend:<10} {world:<5} {'VALID' if result.verdict.valid else 'INVALID'}"
-                     f"  {result.samples:>8,} operations in {result.wall_seconds:.1f} s")
-                put, e2e = _latencies(result)
-                label = f"{backend} ({world})"
-                panels.setdefault(f"{workload.name}: put latency", {})[label] = put
-                panels.setdefault(f"{workload.name}: end to end", {})[label] = e2e
+    for workload, backend, world in runnable:
+        result = run(workload, backend, world, out=directory / f"{workload.name}-{backend}-{world}",
+                     progress=progress)
+        results.append(result)
+        echo(f"  {workload.name:<16} {backend:<10} {world:<5} {'VALID' if result.verdict.valid else 'INVALID'}"
+             f"  {result.samples:>8,} operations in {result.wall_seconds:.1f} s")
 
     echo("  aggregating with Spark ...")
+    from lab.aggregate import aggregate
+    from lab.plots import latency_figure
     from lab.spark import spark_session
 
     summaries = aggregate(spark_session(), [r.run_dir for r in results], directory / "summary")
     rows = [_row(result, summaries) for result in results]
-    comparison = Comparison(rows, directory)
+    comparison = Comparison(rows, directory, _panels(results, summaries))
     _write_csv(rows, comparison.csv_path)
     comparison.markdown_path.write_text(markdown_table(rows) + "\n")
-    latency_figure(panels, comparison.plot_path)
+    latency_figure(comparison.panels, comparison.plot_path,
+                   title=f"{MEASURED} phases ({', '.join(MEASURED_PHASES)}), as compare.md; "
+                         "end to end = put start to first delivery")
     return comparison
 
 
-def _row(result: RunResult, summaries: Aggregation) -> dict[str, Any]:
+def plan(workloads: list[Workload], backends: list[str],
+         worlds: Iterable[str]) -> tuple[list[tuple[Workload, str, str]], list[str]]:
+    """The (workload, backend, world) runs that can go, and a line for each that can't."""
+    runnable, skipped = [], []
+    for workload in workloads:
+        for backend in backends:
+            supported = backend_class(backend).worlds
+            for world in worlds:
+                if world not in supported:
+                    reason = f"{backend} runs in the {' and '.join(supported)} world(s) only"
+                elif workload.faults and world != "sim":
+                    reason = "fault schedules run in the sim world only"
+                else:
+                    runnable.append((workload, backend, world))
+                    continue
+                skipped.append(f"{workload.name} on {backend} in the {world} world: {reason}")
+    return runnable, skipped
+
+
+def _panels(results: list[RunResult], summaries: "Aggregation") -> dict[str, dict[tuple[str, str], LogHistogram]]:
+    """Per workload, put and end-to-end latency: the histograms behind the table's measured rows."""
+    from lab.aggregate import histogram
+
+    measured = summaries.histograms[summaries.histograms.phase == MEASURED]
+    panels: dict[str, dict[tuple[str, str], LogHistogram]] = {}
+    for result in results:
+        for op, name in PANELS.items():
+            rows = measured[(measured.run_id == result.run_id) & (measured.op == op)]
+            panel = panels.setdefault(f"{result.workload.name}: {name}, {MEASURED} phases", {})
+            panel[(result.backend, result.world)] = histogram(rows) if len(rows) else LogHistogram()
+    return panels
+
+
+def _row(result: RunResult, summaries: "Aggregation") -> dict[str, Any]:
     summary = summaries.summary
     measured = summary[(summary.run_id == result.run_id) & (summary.phase == MEASURED)]
     by_op = {r["op"]: r for _, r in measured.iterrows()}
@@ -134,12 +177,6 @@ def _row(result: RunResult, summaries: Aggregation) -> dict[str, Any]:
     }
 
 
-def _latencies(result: RunResult) -> tuple[np.ndarray, np.ndarray]:
-    samples = read_samples(result.run_dir)
-    puts = ok_ops(samples, "put", measured_only=True)
-    return puts.column("latency_ns").to_numpy(), end_to_end_ns(samples)
-
-
 def _write_csv(rows: list[dict[str, Any]], path: Path) -> None:
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
@@ -157,6 +194,7 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
                                                    "e2e_p50_ns", "e2e_p99_ns", "e2e_p999_ns")),
                  r["lost"], r["duplicated"], r["unexpected"], r["inversions"], "yes" if r["valid"] else "**NO**"]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    lines += ["", PHASES_NOTE]
     return "\n".join(lines)
 
 

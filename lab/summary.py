@@ -3,26 +3,49 @@
 This is the one-screen view that ``lab run`` prints and ``manifest.json`` keeps,
 computed in-process from the run's samples with the log-bucket histogram. The Spark
 pipeline (``lab.aggregate``) is the big, many-run version of the same numbers.
+
+Every row says which phases it covers: the top-level entries cover the whole run (every
+phase, as the checker counts), ``summary["measured"]`` the measured phases (steady, fault,
+heal) — the same rows as the Spark pipeline's ``phase = "measured"``, which ``lab compare``
+tables and charts.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lab.record import LogHistogram, ok_ops
+from lab.record import MEASURED_PHASES, LogHistogram, ok_ops
 
 PERCENTILES = {"p50": 0.50, "p99": 0.99, "p999": 0.999}
+MEASURED = "measured"  # the key of the measured-phases rows, as lab.aggregate names them
+PHASES_NOTE = ("all = every phase (warmup to drain); measured = steady, fault, heal, as `lab compare` and "
+               "the Spark pipeline report. e2e = put start to first delivery, in the phase of that delivery.")
 
 
 def summarize(samples: pa.Table) -> dict[str, Any]:
-    """``{op: {count, ok, fail, info, ops_per_s, p50_ns, p99_ns, p999_ns, max_ns}}`` plus ``e2e``."""
+    """``{op: {count, ok, fail, info, ops_per_s, p50_ns, p99_ns, p999_ns, max_ns}}`` plus ``e2e``
+    and ``delay``, over the whole run, and ``measured``: the same op and ``e2e`` entries over
+    the measured phases."""
+    result = _by_op(samples)
+    delays = samples.column("delay_ns").drop_null().to_numpy()
+    if delays.size:  # how late scheduled puts started: large when a stall held producers back
+        result["delay"] = {"count": int(delays.size), **_percentiles(np.maximum(delays, 0))}
+    result[MEASURED] = _by_op(samples, MEASURED_PHASES)
+    return result
+
+
+def _by_op(samples: pa.Table, phases: Iterable[str] | None = None) -> dict[str, Any]:
+    """Per op and e2e: counts, ok throughput and latency of the rows in ``phases`` (None: all)."""
     result: dict[str, Any] = {}
+    rows_in = samples
+    if phases is not None:
+        rows_in = samples.filter(pc.is_in(samples.column("phase"), value_set=pa.array(list(phases))))
     for op in ("put", "get", "ack", "release"):
-        rows = samples.filter(pc.equal(samples.column("op"), op))
+        rows = rows_in.filter(pc.equal(rows_in.column("op"), op))
         if rows.num_rows == 0:
             continue
         ok = ok_ops(rows, op)
@@ -32,33 +55,35 @@ def summarize(samples: pa.Table) -> dict[str, Any]:
             "ok": ok.num_rows,
             "fail": int(pc.sum(pc.equal(outcome, "fail")).as_py() or 0),
             "info": int(pc.sum(pc.equal(outcome, "info")).as_py() or 0),
-            "ops_per_s": _throughput(ok_ops(rows, op, measured_only=True)),
+            "ops_per_s": _throughput(ok),
         }
         entry.update(_percentiles(ok.column("latency_ns").to_numpy()))
         result[op] = entry
-    e2e = end_to_end_ns(samples)
+    e2e = end_to_end_ns(samples, phases)  # all samples: a put may lie outside the phases
     if e2e.size:
         result["e2e"] = {"count": int(e2e.size), **_percentiles(e2e)}
-    delays = samples.column("delay_ns").drop_null().to_numpy()
-    if delays.size:  # how late scheduled puts started: large when a stall held producers back
-        result["delay"] = {"count": int(delays.size), **_percentiles(np.maximum(delays, 0))}
     return result
 
 
-def end_to_end_ns(samples: pa.Table) -> np.ndarray:
+def end_to_end_ns(samples: pa.Table, phases: Iterable[str] | None = None) -> np.ndarray:
     """Put start to first delivery, for every delivered message whose put is in the run
-    (as the Spark pipeline defines it; redeliveries are the checker's duplicates)."""
+    (as the Spark pipeline defines it; redeliveries are the checker's duplicates).
+
+    With ``phases``, only messages whose first delivery falls in one of them: the pipeline
+    counts a message's end-to-end latency in the phase of that delivery."""
     puts = samples.filter(pc.equal(samples.column("op"), "put"))
     put_start: dict[str, int] = {}
     for msg_id, start in zip(puts.column("msg_id").to_pylist(), puts.column("t_start_ns").to_pylist()):
         put_start[msg_id] = min(start, put_start.get(msg_id, start))
     gets = ok_ops(samples, "get")
-    first: dict[str, int] = {}
+    first: dict[str, tuple[int, str]] = {}
     done = pc.add(gets.column("t_start_ns"), gets.column("latency_ns")).to_pylist()
-    for msg_id, d in zip(gets.column("msg_id").to_pylist(), done):
-        if msg_id in put_start and d < first.get(msg_id, d + 1):
-            first[msg_id] = d
-    return np.asarray([d - put_start[m] for m, d in first.items()], dtype=np.int64)
+    for msg_id, d, phase in zip(gets.column("msg_id").to_pylist(), done, gets.column("phase").to_pylist()):
+        if msg_id in put_start and (msg_id not in first or d < first[msg_id][0]):
+            first[msg_id] = (d, phase)
+    keep = None if phases is None else set(phases)
+    return np.asarray([d - put_start[m] for m, (d, phase) in first.items() if keep is None or phase in keep],
+                      dtype=np.int64)
 
 
 def _percentiles(latencies: np.ndarray) -> dict[str, float]:
@@ -92,16 +117,23 @@ def format_ns(ns: float) -> str:
 
 
 def format_table(summary: dict[str, Any]) -> str:
-    lines = [f"{'op':<8}{'count':>9}{'ok':>9}{'fail':>7}{'info':>7}{'ok/s':>10}{'p50':>11}{'p99':>11}{'p99.9':>11}{'max':>11}"]
-    for op, s in summary.items():
-        rate = s.get("ops_per_s", float("nan"))
-        derived = "ok" not in s  # e2e and delay rows: counts of values, not operations
-        lines.append(
-            f"{op:<8}{s['count']:>9}{'-' if derived else s['ok']:>9}{'-' if derived else s['fail']:>7}"
-            f"{'-' if derived else s['info']:>7}"
-            f"{'-' if rate != rate else f'{rate:,.0f}':>10}"
-            f"{format_ns(s['p50_ns']):>11}{format_ns(s['p99_ns']):>11}{format_ns(s['p999_ns']):>11}{format_ns(s['max_ns']):>11}"
-        )
+    """The summary for people: the whole run's rows, then the measured phases', each row
+    naming its phases, and a line saying what the phases are."""
+    lines = [f"{'op':<8}{'phases':<10}{'count':>9}{'ok':>9}{'fail':>7}{'info':>7}{'ok/s':>10}"
+             f"{'p50':>11}{'p99':>11}{'p99.9':>11}{'max':>11}"]
+    blocks = [("all", {k: v for k, v in summary.items() if k != MEASURED}), (MEASURED, summary.get(MEASURED, {}))]
+    for phases, rows in blocks:
+        for op, s in rows.items():
+            rate = s.get("ops_per_s", float("nan"))
+            derived = "ok" not in s  # e2e and delay rows: counts of values, not operations
+            lines.append(
+                f"{op:<8}{phases:<10}{s['count']:>9}{'-' if derived else s['ok']:>9}"
+                f"{'-' if derived else s['fail']:>7}{'-' if derived else s['info']:>7}"
+                f"{'-' if rate != rate else f'{rate:,.0f}':>10}"
+                f"{format_ns(s['p50_ns']):>11}{format_ns(s['p99_ns']):>11}{format_ns(s['p999_ns']):>11}"
+                f"{format_ns(s['max_ns']):>11}"
+            )
+    lines.append(PHASES_NOTE)
     return "\n".join(lines)
 
 
