@@ -138,3 +138,49 @@ def test_a_text_put_item_may_be_as_large_as_a_memcache_value(server, raw):
     assert c.line() == "+1"
     c.send("get bigtext\n")
     assert c.line() == ":" + item.decode()
+
+
+# ---------------------------------------------------------------- 4: fanoutOnly masters and their children
+
+
+def test_a_fanout_only_master_stores_nothing_and_its_child_stores(server, raw):
+    """A child inherits fanoutOnly from its master, but only a queue that is no fanout
+    child passes items through (the original: ``config.fanoutOnly && !isFanout``)."""
+    c = raw()
+    assert c.get("jobs+c1") is None  # creates the child
+    total = int(stats(server.port)["total_items"])
+    assert c.set("jobs", "job1") == "STORED"
+    assert c.get("jobs") is None
+    s = stats(server.port)
+    assert s["queue_jobs+c1_items"] == "1" and s["queue_jobs_items"] == "0"
+    assert int(s["total_items"]) == total + 1  # the child's copy; the master stored nothing
+    assert (server.data_dir / "jobs+c1").stat().st_size == 21 + 4  # the child's journal: one ADDX
+    assert not (server.data_dir / "jobs").exists()  # the master writes no journal
+    assert c.get("jobs+c1") == b"job1"
+
+
+def test_an_alias_to_fanout_only_masters_reaches_their_children(raw):
+    c = raw()
+    assert c.get("fromage+brie") is None and c.get("formaggio+gorgonzola") is None  # create the children
+    assert c.set("nom-de-guerre", "cheez whiz") == "STORED"
+    assert c.get("fromage+brie") == b"cheez whiz"
+    assert c.get("formaggio+gorgonzola") == b"cheez whiz"
+    assert c.get("fromage") is None and c.get("formaggio") is None
+
+
+def test_a_fanout_only_master_passes_through_to_a_preloaded_child(tmp_path: Path):
+    (tmp_path / "q").mkdir()
+    (tmp_path / "q" / "jobs+client1").touch()  # the child exists before the server starts
+    server = KestrelProcess(tmp_path / "q", "[queues.jobs]\nfanoutOnly = true\n").start()
+    try:
+        c = Raw(server.port)
+        assert c.set("jobs", "job1") == "STORED" and c.set("jobs", "job2") == "STORED"
+        assert c.get("jobs") is None
+        assert c.get("jobs+client1") == b"job1"
+    finally:
+        server.stop()
+    server.start()  # the child's journal kept its item
+    try:
+        assert Raw(server.port).get("jobs+client1") == b"job2"
+    finally:
+        server.stop()

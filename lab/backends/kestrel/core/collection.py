@@ -134,7 +134,7 @@ class QueueCollection:
         if q is None:
             return False
         ok = q.add(data, expiry_ms)
-        if ok and not q.config.fanout_only:
+        if ok and not q.passes_through:
             self.stats.total_items += 1
         return ok
 

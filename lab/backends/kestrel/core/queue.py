@@ -57,6 +57,7 @@ class KestrelQueue:
         self.name = name
         self.config = config
         self.clock_ms = clock_ms
+        self.is_fanout = "+" in name  # a fanout child ``master+child``
         self.created_ms = clock_ms()
         self.memory: deque[Item] = deque()  # the head of the queue; the rest is read-behind
         self.open: dict[int, Item] = {}  # xid -> item, in open order
@@ -74,11 +75,18 @@ class KestrelQueue:
         self._replay_at: tuple[str, int] | None = None  # the record being replayed, at start-up
         self._rewrite_ok_ms = 0
         self.journal: Journal | None = None
-        if config.keep_journal and store is not None and not config.fanout_only:
+        if config.keep_journal and store is not None and not self.passes_through:
             self.journal = Journal(store, name, SyncPolicy.parse(config.sync_journal), clock_ms)
             self._replay()
         elif store is not None and not config.keep_journal:
             Journal(store, name, clock_ms=clock_ms).erase()  # keepJournal=false: no files at all
+
+    @property
+    def passes_through(self) -> bool:
+        """fanoutOnly: this queue stores nothing, its children get the items. A child
+        inherits the option from its master but stores (the original: ``fanoutOnly &&
+        !isFanout``), or a fanout-only master would pass items to no one."""
+        return self.config.fanout_only and not self.is_fanout
 
     # ------------------------------------------------------------------ replay
     def _replay(self) -> None:
@@ -221,7 +229,7 @@ class KestrelQueue:
             cap = now + int(self.config.max_age * 1000)
             expiry_ms = cap if expiry_ms == 0 else min(expiry_ms, cap)
         item = Item(data, now, expiry_ms)
-        if self.config.fanout_only:
+        if self.passes_through:
             return True  # a fanout-only master stores nothing
         self._append(item)
         if self.journal is not None:
