@@ -6,14 +6,18 @@ and talks to it with httpx (or a raw socket)."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 import httpx
+import pytest
 
 from lab.backends.queuefka.core import Config, QueuefkaCore
+from lab.backends.queuefka.driver import SERVER, HttpQueuefkaClient, SimQueuefkaClient
 from lab.backends.queuefka.http_front import start_http
 from lab.runtime import LiveWorld
+from models.world import SimWorld
 
 Exercise = Callable[[httpx.AsyncClient, QueuefkaCore, int], Awaitable[Any]]
 
@@ -62,3 +66,132 @@ def test_a_refused_commit_writes_nothing(tmp_path: Path):
         assert (await http.get("/topics/t")).json()["groups"] == {}
 
     serve(tmp_path, exercise)
+
+
+# -- 2. unknown topics, and what creates a group ------------------------------------------------
+
+def test_reading_a_topic_that_does_not_exist_is_a_404_and_creates_nothing(tmp_path: Path):
+    data = tmp_path / "data"
+
+    async def exercise(http: httpx.AsyncClient, core: QueuefkaCore, port: int) -> None:
+        for params in ({"group": "g1"}, {"group": "g1", "format": "raw"}, {"group": "g1", "mode": "at-most-once"}):
+            r = await http.get("/topics/nosuch/messages", params=params)
+            assert r.status_code == 404 and "no topic 'nosuch'" in r.json()["error"], r.text
+        assert files(data) == [] and core.topics == {}
+        assert (await http.get("/topics")).json() == {"topics": []}
+
+    serve(tmp_path, exercise)
+
+
+def test_a_read_creates_no_group_and_holds_back_no_segment(tmp_path: Path):
+    topic = tmp_path / "data" / "t"
+    config = Config(segment_size_hint=0, retention_age=0.0)  # one record per segment
+
+    async def exercise(http: httpx.AsyncClient, core: QueuefkaCore, port: int) -> None:
+        addresses = [(await http.post("/topics/t/messages", content=b"m%d" % i)).json()["address"] for i in range(5)]
+        r = await http.get("/topics/t/messages", params={"group": "g", "max": 2})
+        assert [x["address"] for x in r.json()["records"]] == addresses[:2]  # from the beginning, as before
+        r = await http.get("/topics/t/messages", params={"group": "g", "max": 1})
+        assert [x["address"] for x in r.json()["records"]] == addresses[2:3]  # readers of g share a position
+        assert not (topic / "g.group").exists()
+        assert (await http.get("/topics/t")).json()["groups"] == {}  # the stats agree with retention:
+        deleted = await core.retain()  # no group holds anything back
+        assert deleted == [f"t/{a:020d}.slab" for a in addresses] and list(topic.glob("*.slab"))
+        r = await http.get("/topics/t/messages", params={"group": "g", "max": 5})
+        assert r.json() == {"records": [], "next": addresses[-1] + 10}  # moved past the deleted segments
+        r = await http.post("/topics/t/groups/g/commit", json={"address": addresses[-1] + 10})
+        assert r.json() == {"committed": addresses[-1] + 10}
+        assert (topic / "g.group").exists()  # the first commit creates the group
+        assert (await http.get("/topics/t")).json()["groups"]["g"]["committed"] == addresses[-1] + 10
+
+    serve(tmp_path, exercise, config)
+
+
+def test_put_creates_a_group_where_asked_and_refusals_write_nothing(tmp_path: Path):
+    data = tmp_path / "data"
+
+    async def exercise(http: httpx.AsyncClient, core: QueuefkaCore, port: int) -> None:
+        addresses = [(await http.post("/topics/t/messages", content=b"m%d" % i)).json()["address"] for i in range(3)]
+        end = addresses[-1] + 10
+        r = await http.put("/topics/t/groups/billing")  # no body: from the beginning
+        assert (r.status_code, r.json()) == (201, {"committed": 0})
+        r = await http.put("/topics/t/groups/audit", json={"start": "end"})
+        assert (r.status_code, r.json()) == (201, {"committed": end})
+        r = await http.put("/topics/t/groups/late", json={"start": addresses[1]})
+        assert (r.status_code, r.json()) == (201, {"committed": addresses[1]})
+        r = await http.get("/topics/t/messages", params={"group": "late"})
+        assert [x["address"] for x in r.json()["records"]] == addresses[1:2]
+        groups = (await http.get("/topics/t")).json()["groups"]
+        assert {g: s["committed"] for g, s in groups.items()} == {"billing": 0, "audit": end, "late": addresses[1]}
+        before = files(data)
+        refused = [
+            (await http.put("/topics/t/groups/billing", json={"start": "end"}), 409, "already exists"),
+            (await http.put("/topics/t/groups/x", json={"start": 3}), 400, "not a record address"),
+            (await http.put("/topics/t/groups/x", json={"start": end + 1}), 400, "not in topic"),
+            (await http.put("/topics/t/groups/x", json={"start": "middle"}), 400, "start"),
+            (await http.put("/topics/t/groups/x", json={"from": 0}), 400, "start"),
+            (await http.put("/topics/t/groups/x", content=b"{oops"), 400, "JSON"),
+            (await http.put("/topics/t/groups/bad%20name"), 400, "group name"),
+            (await http.put("/topics/nosuch/groups/x"), 404, "no topic"),
+        ]
+        for response, status, words in refused:
+            assert response.status_code == status, response.text
+            assert words in response.json()["error"]
+        assert files(data) == before and "x" not in core.topics["t"].groups
+
+    serve(tmp_path, exercise)
+
+
+# -- 2. the lab's clients: a topic that does not exist yet is an empty get -----------------------
+
+def test_the_sim_client_waits_for_a_topic_that_does_not_exist_yet():
+    world = SimWorld(seed=1)
+
+    async def boot(rt):
+        await rt.net.serve(QueuefkaCore(rt, Config()).handle)
+
+    async def main(control):
+        await world.start(SERVER, boot)
+        consumer = SimQueuefkaClient(world.node("consumer"), reliable=True, timeout=1.0, prefetch=10)
+        producer = SimQueuefkaClient(world.node("producer"), reliable=True, timeout=1.0, prefetch=10)
+        start = control.now()
+        assert await consumer.get("t", 0.1) is None  # an empty get that waited, not an error
+        waited = control.now() - start
+
+        async def put_later():
+            await control.sleep(0.05)
+            await producer.put("t", b"first")
+
+        control.spawn(put_later())
+        delivery = await consumer.get("t", 1.0)
+        await consumer.ack(delivery)
+        return waited, delivery.body, control.now() - start - waited
+
+    waited, body, took = world.run(main)
+    assert 0.1 <= waited < 0.15 and body == b"first" and took < 0.1
+
+
+@pytest.mark.parametrize("library", ["aiohttp", "httpx"])
+def test_the_http_client_waits_for_a_topic_that_does_not_exist_yet(tmp_path: Path, library: str):
+    async def exercise(http: httpx.AsyncClient, core: QueuefkaCore, port: int) -> tuple[float, bytes, float]:
+        consumer = HttpQueuefkaClient(f"http://127.0.0.1:{port}", True, 1.0, 10, library)
+        loop = asyncio.get_running_loop()
+        try:
+            start = loop.time()
+            assert await consumer.get("t", 0.1) is None
+            waited = loop.time() - start
+
+            async def put_later():
+                await asyncio.sleep(0.05)
+                await http.post("/topics/t/messages", content=b"first")
+
+            put = asyncio.ensure_future(put_later())
+            delivery = await consumer.get("t", 2.0)
+            await put
+            await consumer.ack(delivery)
+            return waited, delivery.body, loop.time() - start - waited
+        finally:
+            await consumer.close()
+
+    waited, body, took = serve(tmp_path, exercise)
+    assert 0.1 <= waited < 1.0 and body == b"first" and took < 1.0

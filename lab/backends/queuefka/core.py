@@ -45,6 +45,19 @@ class Commit:
 
 
 @dataclass(frozen=True)
+class CreateGroup:
+    topic: str
+    group: str
+    start: int | str = "beginning"  # or "end", or a record address
+
+
+@dataclass(frozen=True)
+class DeleteGroup:
+    topic: str
+    group: str
+
+
+@dataclass(frozen=True)
 class Stats:
     topic: str
 
@@ -57,6 +70,14 @@ class Fetched:
 
 class UnknownTopic(LookupError):
     pass
+
+
+class UnknownGroup(LookupError):
+    pass
+
+
+class GroupExists(ValueError):
+    """Creating a group that exists already; nothing was done."""
 
 
 class BadRequest(ValueError):
@@ -80,6 +101,11 @@ class Config:
 
 def _is_segment(name: str) -> bool:
     return name.endswith(".slab")
+
+
+def _log_start(store: RuntimeStore) -> int:
+    """The address of the oldest record kept (retention deletes segments from the front)."""
+    return min((b for b in map(segment_base, store.names()) if b is not None), default=0)
 
 
 def _group_file(group: str) -> Callable[[str], bool]:
@@ -132,6 +158,10 @@ class QueuefkaCore:
             return await self.fetch(message.topic, message.group, message.max_count, message.wait, message.mode)
         if isinstance(message, Commit):
             return await self.commit(message.topic, message.group, message.address)
+        if isinstance(message, CreateGroup):
+            return await self.create_group(message.topic, message.group, message.start)
+        if isinstance(message, DeleteGroup):
+            return await self.delete_group(message.topic, message.group)
         if isinstance(message, Stats):
             return self.stats(message.topic)
         raise TypeError(f"unknown request {type(message).__name__}")
@@ -162,11 +192,13 @@ class QueuefkaCore:
         arrived.set()
         return addresses
 
-    def _group(self, topic: _Topic, group: str, mode: str) -> _Group:
+    def _group(self, topic: _Topic, group: str, mode: str | None = None) -> _Group:
+        """The group's reading state (in memory; its file only exists once it commits)."""
         state = topic.groups.get(group)
         if state is None:
-            state = topic.groups[group] = _Group(Consumer(topic.store, group, mode), self.rt.now())
-        state.consumer.mode = mode
+            state = topic.groups[group] = _Group(Consumer(topic.store, group, mode or MODES[0]), self.rt.now())
+        if mode is not None:
+            state.consumer.mode = mode
         return state
 
     async def fetch(self, name: str, group: str, max_count: int = 1, wait: float = 0.0,
@@ -177,10 +209,12 @@ class QueuefkaCore:
         if not 1 <= max_count <= MAX_FETCH:
             raise BadRequest(f"max {max_count}: use 1 to {MAX_FETCH}")
         _check_group(group)
-        topic = self.topic(name)
+        topic = self.topic(name, create=False)
         state = self._group(topic, group, mode)
         deadline = self.rt.now() + max(0.0, wait)
         while True:
+            if topic.groups.get(group) is not state:  # deleted while this fetch waited
+                return Fetched([], state.consumer.position)
             consumer = state.consumer
             if consumer.position == consumer.committed:
                 state.progress_at = self.rt.now()
@@ -201,11 +235,50 @@ class QueuefkaCore:
         _check_group(group)
         topic = self.topic(name, create=False)
         self._check_commit_address(topic, address)  # before the group exists: a refusal writes nothing
-        state = self._group(topic, group, topic.groups[group].consumer.mode if group in topic.groups else MODES[0])
+        state = self._group(topic, group)
         state.consumer.commit(address)
         state.progress_at = self.rt.now()
         await topic.store.settle(_group_file(group))
         return state.consumer.committed
+
+    async def create_group(self, name: str, group: str, start: int | str = "beginning") -> int:
+        """Create ``group`` committed at ``start``: "beginning" (the oldest record kept), "end"
+        (only records written from now on) or a record address; its committed offset."""
+        _check_group(group)
+        topic = self.topic(name, create=False)
+        if topic.store.exists(group + GROUP_SUFFIX):
+            raise GroupExists(f"group {group!r} already exists in topic {name!r}: delete it first")
+        if start == "beginning":
+            address = _log_start(topic.store)
+        elif start == "end":
+            topic.writer.flush()
+            address = topic.writer.address
+        elif isinstance(start, int) and not isinstance(start, bool):
+            self._check_commit_address(topic, start)
+            address = start
+        else:
+            raise BadRequest(f"start {start!r}: use \"beginning\", \"end\" or a record address")
+        state = self._group(topic, group)
+        state.consumer.commit(address)
+        state.consumer.rewind()  # reads before it was created do not count
+        state.progress_at = self.rt.now()
+        await topic.store.settle(_group_file(group))
+        return state.consumer.committed
+
+    async def delete_group(self, name: str, group: str) -> None:
+        """Remove ``group``: its file and its state, so it no longer holds retention."""
+        _check_group(group)
+        topic = self.topic(name, create=False)
+        file = group + GROUP_SUFFIX
+        if not topic.store.exists(file):
+            raise UnknownGroup(f"no group {group!r} in topic {name!r}")
+        state = topic.groups.pop(group, None)
+        if state is not None:
+            state.consumer.close()
+        for leftover in (file, file + ".tmp"):  # .tmp: a compaction under way
+            if topic.store.exists(leftover):
+                topic.store.remove(leftover)
+        topic.store.sync_names()
 
     def _check_commit_address(self, topic: _Topic, address: int) -> None:
         topic.writer.flush()
@@ -225,8 +298,8 @@ class QueuefkaCore:
         topic.writer.flush()
         bases = sorted(b for b in map(segment_base, topic.store.names()) if b is not None)
         end = topic.writer.address
-        groups = committed_offsets(topic.store)
-        groups.update({g: s.consumer.committed for g, s in topic.groups.items()})
+        groups = committed_offsets(topic.store)  # the groups that exist: those that hold retention
+        groups.update({g: s.consumer.committed for g, s in topic.groups.items() if s.consumer.offset.exists})
         return {
             "topic": name,
             "segments": len(bases),
@@ -244,7 +317,13 @@ class QueuefkaCore:
             return []
         deleted = []
         for topic in self.topics.values():
-            deleted += [f"{topic.name}/{n}" for n in apply_retention(topic.store, self.config.retention_age)]
+            gone = apply_retention(topic.store, self.config.retention_age)
+            deleted += [f"{topic.name}/{n}" for n in gone]
+            if gone:  # a reader that never committed held nothing back: move it past the gap
+                start = _log_start(topic.store)
+                for state in topic.groups.values():
+                    if state.consumer.position < start:
+                        state.consumer.rewind()
         return deleted
 
     async def run_retention(self) -> None:

@@ -12,6 +12,7 @@ Options: ``fsync`` (never | always | <N>ms | <N>records), ``segment_size_hint``,
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from collections import deque
@@ -19,12 +20,13 @@ from typing import Any
 
 from lab.backends import Backend, Delivery, QueueClient, Rejected
 from lab.backends.options import TIMEOUT, Option, choice, number, whole
-from lab.backends.queuefka.core import Commit, Config, Fetch, Fetched, Produce, QueuefkaCore
+from lab.backends.queuefka.core import Commit, Config, Fetch, Fetched, Produce, QueuefkaCore, UnknownTopic
 from lab.backends.queuefka.writer import FsyncPolicy
-from lab.runtime import Runtime, Unreachable
+from lab.runtime import RemoteError, Runtime, Unreachable
 
 SERVER = "queuefka-0"
 GROUP = "lab"
+NO_TOPIC_POLL = 0.01  # seconds between looks for a topic that does not exist yet
 
 
 def _fsync_text(value: object) -> str:
@@ -47,7 +49,23 @@ class _PrefetchingClient(QueueClient):
         self.prefetch = prefetch
         self._buffered: dict[str, deque[tuple[bytes, int]]] = {}
 
-    async def _fetch(self, queue: str, wait: float) -> Fetched: ...
+    async def _fetch_once(self, queue: str, wait: float) -> Fetched | None:
+        """One fetch; None if the topic does not exist (yet)."""
+
+    async def _sleep(self, seconds: float) -> None: ...
+
+    async def _fetch(self, queue: str, wait: float) -> Fetched:
+        """A topic that does not exist yet is an empty get, not an error: consumers often
+        poll before the first put. Look again every ``NO_TOPIC_POLL`` until ``wait`` is over."""
+        while True:
+            fetched = await self._fetch_once(queue, wait)
+            if fetched is not None:
+                return fetched
+            if wait <= 0:
+                return Fetched([], 0)
+            pause = min(wait, NO_TOPIC_POLL)
+            await self._sleep(pause)
+            wait -= pause
 
     async def get(self, queue: str, wait: float) -> Delivery | None:
         buffered = self._buffered.get(queue)
@@ -69,8 +87,16 @@ class SimQueuefkaClient(_PrefetchingClient):
     async def put(self, queue: str, body: bytes) -> None:
         await self.rt.net.call(SERVER, Produce(queue, (body,)), self.timeout)
 
-    async def _fetch(self, queue: str, wait: float) -> Fetched:
-        return await self.rt.net.call(SERVER, Fetch(queue, GROUP, self.prefetch, wait, self.mode), wait + self.timeout)
+    async def _fetch_once(self, queue: str, wait: float) -> Fetched | None:
+        try:
+            return await self.rt.net.call(SERVER, Fetch(queue, GROUP, self.prefetch, wait, self.mode), wait + self.timeout)
+        except RemoteError as e:
+            if isinstance(e.error, UnknownTopic):
+                return None
+            raise
+
+    async def _sleep(self, seconds: float) -> None:
+        await self.rt.sleep(seconds)
 
     async def ack(self, delivery: Delivery) -> None:
         await self.rt.net.call(SERVER, Commit(delivery.queue, GROUP, delivery.token), self.timeout)
@@ -91,6 +117,10 @@ class HttpQueuefkaClient(_PrefetchingClient):
         self._session: Any = None
 
     async def _request(self, method: str, path: str, timeout: float, **kw: Any) -> Any:
+        """The JSON reply; ``Rejected`` on a 4xx, ``RuntimeError`` on anything else but 2xx."""
+        return _reply(*await self._send(method, path, timeout, **kw))
+
+    async def _send(self, method: str, path: str, timeout: float, **kw: Any) -> tuple[int, bytes]:
         if self.library == "httpx":
             import httpx
 
@@ -113,27 +143,38 @@ class HttpQueuefkaClient(_PrefetchingClient):
                     status, body = r.status, await r.read()
             except aiohttp.ClientConnectorError as e:
                 raise Unreachable(str(e)) from e
-        if 400 <= status < 500:
-            raise Rejected(f"{status}: {body[:200].decode(errors='replace')}")
-        if status >= 300:
-            raise RuntimeError(f"HTTP {status}: {body[:200].decode(errors='replace')}")  # outcome unknown
-        return json.loads(body)
+        return status, body
 
     async def put(self, queue: str, body: bytes) -> None:
         await self._request("POST", f"/topics/{queue}/messages", self.timeout, content=body)
 
-    async def _fetch(self, queue: str, wait: float) -> Fetched:
-        reply = await self._request("GET", f"/topics/{queue}/messages", wait + self.timeout,
-                                    params={"group": GROUP, "max": self.prefetch, "wait": wait, "mode": self.mode})
+    async def _fetch_once(self, queue: str, wait: float) -> Fetched | None:
+        status, body = await self._send("GET", f"/topics/{queue}/messages", wait + self.timeout,
+                                        params={"group": GROUP, "max": self.prefetch, "wait": wait, "mode": self.mode})
+        if status == 404:  # the front's answer for a topic that does not exist
+            return None
+        reply = _reply(status, body)
         return Fetched([(r["address"], base64.b64decode(r["payload"])) for r in reply["records"]], reply["next"])
 
     async def ack(self, delivery: Delivery) -> None:
         await self._request("POST", f"/topics/{delivery.queue}/groups/{GROUP}/commit", self.timeout,
                             json={"address": delivery.token})
 
+    async def _sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)  # the live world's clock
+
     async def close(self) -> None:
         if self._session is not None:
             await (self._session.aclose() if self.library == "httpx" else self._session.close())
+
+
+def _reply(status: int, body: bytes) -> Any:
+    """The JSON body of a 2xx; a 4xx is a definite refusal, anything else an unknown outcome."""
+    if 400 <= status < 500:
+        raise Rejected(f"{status}: {body[:200].decode(errors='replace')}")
+    if status >= 300:
+        raise RuntimeError(f"HTTP {status}: {body[:200].decode(errors='replace')}")  # outcome unknown
+    return json.loads(body)
 
 
 class QueuefkaBackend(Backend):

@@ -1,7 +1,8 @@
 """Queue semantics on the log: consumer groups with durable committed offsets, and retention.
 
-A group's committed offset is the address it resumes from. Commits are kept beside the
-segments in ``<group>.group`` — an append-only file of records in the log's own framing
+A group's committed offset is the address it resumes from; a group exists from its first
+commit (reading creates nothing: a group that never committed starts at the beginning and
+holds nothing back). Commits are kept beside the segments in ``<group>.group`` — an append-only file of records in the log's own framing
 (an 8-byte LE address each; the last valid one wins, a torn tail is ignored and cut),
 compacted by write-and-rename when it grows. The original's glob of ``*.slab`` never
 sees these files, so a topic stays readable by it.
@@ -22,7 +23,7 @@ from typing import Any
 from lab.backends.queuefka.batch import parse
 from lab.backends.queuefka.framing import frame, segment_base, segment_name
 from lab.backends.queuefka.reader import Reader
-from lab.storage import FileStore, Store
+from lab.storage import FileStore, Handle, Store
 
 GROUP_SUFFIX = ".group"
 MODES = ("at-least-once", "at-most-once")
@@ -39,14 +40,27 @@ def check_group_name(name: str) -> str:
 
 
 class CommittedOffset:
-    """One group's committed offset, durable on ``commit`` (the caller settles Runtime fsyncs)."""
+    """One group's committed offset, durable on ``commit`` (the caller settles Runtime fsyncs).
+
+    The file is created by the first commit; until then the offset is 0 and ``exists`` False.
+    """
 
     def __init__(self, store: Store, group: str):
         self.store = store
         self.name = check_group_name(group) + GROUP_SUFFIX
         self.address = 0
         self._compaction: tuple[str, Any, int] | None = None  # (file, its fsync, address)
-        self._file = store.open(self.name)
+        self._file: Handle | None = None
+        if store.exists(self.name):
+            self._load()
+
+    @property
+    def exists(self) -> bool:
+        """Whether the group has committed (has its file): only then does it hold retention."""
+        return self._file is not None
+
+    def _load(self) -> None:
+        self._file = self.store.open(self.name)
         data = self._file.read(0, self._file.size())
         parsed = parse(data, 0, 1 << 62, _ADDRESS.size)
         addresses = [p for p in parsed.payloads if len(p) == _ADDRESS.size]
@@ -58,8 +72,13 @@ class CommittedOffset:
     def commit(self, address: int) -> None:
         """Record ``address`` durably (fsync requested before this returns)."""
         self._finish_compaction()
+        created = self._file is None
+        if created:
+            self._file = self.store.open(self.name)
         self._file.append(frame(_ADDRESS.pack(address)))
         self.store.fsync(self._file)
+        if created:
+            self.store.sync_names()  # the group's existence is durable too
         self.address = address
         if self._compaction is None and self._file.size() >= _COMPACT_AT:
             self._start_compaction(address)
@@ -92,7 +111,8 @@ class CommittedOffset:
         self._compaction = None
 
     def close(self) -> None:
-        self._file.close()
+        if self._file is not None:
+            self._file.close()
 
 
 def committed_offsets(store: Store) -> dict[str, int]:

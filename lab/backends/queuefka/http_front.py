@@ -9,10 +9,16 @@ into core calls and errors into status codes:
          (payloads base64; with &format=raw and max=1: the payload as the body,
           addresses in Queuefka-Address / Queuefka-Next headers, 204 if none)
     POST /topics/{t}/groups/{g}/commit        {"address": n}          -> 200 {"committed": n}
+    PUT  /topics/{t}/groups/{g}               [{"start": "beginning" | "end" | n}]
+                                                                      -> 201 {"committed": n}; 409 if it exists
+    DELETE /topics/{t}/groups/{g}                                     -> 200 {"deleted": g}; 404 if none
     GET  /topics/{t}                                                  -> 200 stats
     GET  /topics                                                      -> 200 {"topics": [...]}
 
-Bad input is a 4xx with {"error": reason}; nothing is written for a refused request.
+A topic is created by its first message; reading, committing to or creating a group in a
+topic that does not exist is a 404. A group is created by its first commit (an at-most-once
+read commits) or by PUT; a read alone creates nothing. Bad input is a 4xx with
+{"error": reason}; nothing is written for a refused request.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 
-from lab.backends.queuefka.core import MAX_FETCH, BadRequest, QueuefkaCore, UnknownTopic
+from lab.backends.queuefka.core import MAX_FETCH, BadRequest, GroupExists, QueuefkaCore, UnknownGroup, UnknownTopic
 from lab.backends.queuefka.framing import DEFAULT_MAX_RECORD
 
 CORE = web.AppKey("core", QueuefkaCore)
@@ -55,8 +61,10 @@ def _guarded(handler: Callable[[QueuefkaCore, web.Request], Awaitable[web.Stream
     async def wrapped(request: web.Request) -> web.StreamResponse:
         try:
             return await handler(request.app[CORE], request)
-        except UnknownTopic as e:
+        except (UnknownTopic, UnknownGroup) as e:
             return _error(404, str(e))
+        except GroupExists as e:
+            return _error(409, str(e))
         except BadRequest as e:
             return _error(400, str(e))
 
@@ -94,17 +102,41 @@ async def fetch(core: QueuefkaCore, request: web.Request) -> web.Response:
     return web.json_response({"records": records, "next": fetched.next})
 
 
+async def _json_body(request: web.Request, shape: str) -> Any:
+    """The request's JSON body (None if empty); ``BadRequest`` naming ``shape`` if it is not JSON."""
+    try:
+        return json.loads(await request.read() or b"null")
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise BadRequest(f"the body must be JSON: {shape}") from None
+
+
 @_guarded
 async def commit(core: QueuefkaCore, request: web.Request) -> web.Response:
-    try:
-        body = json.loads(await request.read() or b"null")
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return _error(400, 'the body must be JSON: {"address": N}')
+    body = await _json_body(request, '{"address": N}')
     address = body.get("address") if isinstance(body, dict) else None
     if not isinstance(address, int) or isinstance(address, bool):
         return _error(400, 'the body must be JSON with an integer address: {"address": N}')
     committed = await core.commit(request.match_info["topic"], request.match_info["group"], address)
     return web.json_response({"committed": committed})
+
+
+@_guarded
+async def create_group(core: QueuefkaCore, request: web.Request) -> web.Response:
+    shape = '{"start": "beginning" | "end" | N}, or no body'
+    body = await _json_body(request, shape)
+    if body is None:
+        body = {}
+    if not isinstance(body, dict) or set(body) - {"start"}:
+        raise BadRequest(f"the body must be {shape}")
+    committed = await core.create_group(request.match_info["topic"], request.match_info["group"],
+                                        body.get("start", "beginning"))
+    return web.json_response({"committed": committed}, status=201)
+
+
+@_guarded
+async def delete_group(core: QueuefkaCore, request: web.Request) -> web.Response:
+    await core.delete_group(request.match_info["topic"], request.match_info["group"])
+    return web.json_response({"deleted": request.match_info["group"]})
 
 
 @_guarded
@@ -124,6 +156,8 @@ def make_app(core: QueuefkaCore, max_payload: int = DEFAULT_MAX_RECORD) -> web.A
         web.post("/topics/{topic}/messages", produce),
         web.get("/topics/{topic}/messages", fetch),
         web.post("/topics/{topic}/groups/{group}/commit", commit),
+        web.put("/topics/{topic}/groups/{group}", create_group),
+        web.delete("/topics/{topic}/groups/{group}", delete_group),
         web.get("/topics/{topic}", topic_stats),
         web.get("/topics", list_topics),
     ])
