@@ -184,3 +184,24 @@ def test_a_fanout_only_master_passes_through_to_a_preloaded_child(tmp_path: Path
         assert Raw(server.port).get("jobs+client1") == b"job2"
     finally:
         server.stop()
+
+
+# ---------------------------------------------------------------- 5: openTransactionTimeout
+
+
+def test_an_overdue_open_read_stays_open_until_a_remove_finds_an_item(server, raw):
+    """The original has no timer: a remove on an empty queue answers END before it looks
+    at the open reads; one that finds an item first times out the oldest overdue read,
+    which it then hands out (openTransactionTimeout is 300 ms on ``lz``)."""
+    owner, other = raw(), raw()
+    owner.set("lz", "one")
+    assert owner.get("lz/open") == b"one"
+    time.sleep(0.5)
+    assert other.get("lz") is None  # empty: END, and the overdue read stays open
+    assert stats(server.port)["queue_lz_open_transactions"] == "1"
+    other.set("lz", "two")
+    assert other.get("lz") == b"one"  # the overdue item comes back first
+    assert other.get("lz") == b"two"
+    assert owner.get("lz/close") is None  # the owner's late confirm is silently ignored
+    s = stats(server.port)
+    assert (s["queue_lz_open_transactions"], s["queue_lz_canceled_transactions"], s["queue_lz_items"]) == ("0", "1", "0")

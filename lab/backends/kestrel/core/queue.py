@@ -248,8 +248,8 @@ class KestrelQueue:
 
     def remove(self, transaction: bool = False) -> tuple[int, Item] | None:
         """Take the head: (xid, item) — xid 0 unless ``transaction``."""
-        if self.closed:
-            return None
+        if self.closed or self.length == 0:
+            return None  # before any timeout, as the original: an overdue read on an empty queue stays open
         self._timeout_oldest_open()
         self._sweep()
         if not self.memory:
@@ -273,7 +273,8 @@ class KestrelQueue:
         return xid, item
 
     def _timeout_oldest_open(self) -> None:
-        """openTransactionTimeout, lazily: one overdue transaction per remove goes back."""
+        """openTransactionTimeout, lazily (no timer): one overdue transaction per remove
+        that finds an item goes back to the head, so that remove hands it out first."""
         if not self.open_deadline:
             return
         xid, deadline = next(iter(self.open_deadline.items()))
