@@ -195,3 +195,48 @@ def test_the_http_client_waits_for_a_topic_that_does_not_exist_yet(tmp_path: Pat
 
     waited, body, took = serve(tmp_path, exercise)
     assert 0.1 <= waited < 1.0 and body == b"first" and took < 1.0
+
+
+# -- 3. DELETE a group ---------------------------------------------------------------------------
+
+def test_delete_removes_a_group_so_it_holds_back_retention_no_more(tmp_path: Path):
+    topic = tmp_path / "data" / "t"
+    config = Config(segment_size_hint=0, retention_age=0.0)  # one record per segment
+
+    async def exercise(http: httpx.AsyncClient, core: QueuefkaCore, port: int) -> None:
+        addresses = [(await http.post("/topics/t/messages", content=b"m%d" % i)).json()["address"] for i in range(4)]
+        assert (await http.put("/topics/t/groups/billing")).status_code == 201
+        assert await core.retain() == []  # billing, at the beginning, holds every segment
+        r = await http.delete("/topics/t/groups/billing")
+        assert (r.status_code, r.json()) == (200, {"deleted": "billing"})
+        assert not list(topic.glob("billing.group*")) and "billing" not in core.topics["t"].groups
+        assert (await http.get("/topics/t")).json()["groups"] == {}
+        assert await core.retain() == [f"t/{a:020d}.slab" for a in addresses]
+        refused = [
+            (await http.delete("/topics/t/groups/billing"), 404, "no group 'billing'"),
+            (await http.delete("/topics/nosuch/groups/billing"), 404, "no topic"),
+            (await http.delete("/topics/t/groups/bad%20name"), 400, "group name"),
+        ]
+        for response, status, words in refused:
+            assert response.status_code == status, response.text
+            assert words in response.json()["error"]
+        assert not (tmp_path / "data" / "nosuch").exists()
+
+    serve(tmp_path, exercise, config)
+
+
+def test_a_fetch_waiting_while_its_group_is_deleted_does_not_bring_it_back(tmp_path: Path):
+    topic = tmp_path / "data" / "t"
+
+    async def exercise(http: httpx.AsyncClient, core: QueuefkaCore, port: int) -> dict:
+        await http.post("/topics/t/messages", content=b"old")
+        assert (await http.put("/topics/t/groups/g", json={"start": "end"})).status_code == 201
+        waiting = asyncio.ensure_future(http.get("/topics/t/messages",
+                                                 params={"group": "g", "wait": "5", "mode": "at-most-once"}))
+        await asyncio.sleep(0.1)
+        assert (await http.delete("/topics/t/groups/g")).status_code == 200
+        await http.post("/topics/t/messages", content=b"new")  # wakes the fetch
+        return (await asyncio.wait_for(waiting, 2)).json()
+
+    assert serve(tmp_path, exercise)["records"] == []
+    assert not list(topic.glob("g.group*"))  # an at-most-once fetch would have committed
