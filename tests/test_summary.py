@@ -1,0 +1,43 @@
+"""The run summary (`lab run`): every row names the phases it covers, and its measured
+end-to-end rows use the Spark pipeline's rule (a message counts in its first delivery's phase)."""
+
+from __future__ import annotations
+
+from lab.record import Recorder
+from lab.summary import PHASES_NOTE, end_to_end_ns, format_table, summarize
+
+MS = 1_000_000
+
+
+def samples():
+    r = Recorder("run", "sim", "ideal", "hand")
+    # m1: put in warm-up, first delivered in steady (10 ms), delivered again in the drain.
+    r.record("n", "p", "put", "q", "p:1", 0, 1 * MS, "ok", None, 10, "warmup")
+    r.record("n", "c", "get", "q", "p:1", 9 * MS, 1 * MS, "ok", None, 10, "steady")
+    r.record("n", "c", "get", "q", "p:1", 50 * MS, 1 * MS, "ok", None, 10, "drain")
+    # m2: put in steady, first delivered in the drain (70 ms).
+    r.record("n", "p", "put", "q", "p:2", 20 * MS, 1 * MS, "ok", None, 10, "steady")
+    r.record("n", "c", "get", "q", "p:2", 89 * MS, 1 * MS, "ok", None, 10, "drain")
+    # m3: put in steady, delivered in a fault (5 ms).
+    r.record("n", "p", "put", "q", "p:3", 30 * MS, 1 * MS, "ok", None, 10, "steady")
+    r.record("n", "c", "get", "q", "p:3", 34 * MS, 1 * MS, "ok", None, 10, "fault")
+    return r.table()
+
+
+def test_end_to_end_counts_a_message_in_the_phase_of_its_first_delivery():
+    table = samples()
+    assert sorted(end_to_end_ns(table).tolist()) == [5 * MS, 10 * MS, 70 * MS]
+    assert sorted(end_to_end_ns(table, ("steady", "fault", "heal")).tolist()) == [5 * MS, 10 * MS]
+    assert end_to_end_ns(table, ("drain",)).tolist() == [70 * MS]
+
+
+def test_the_summary_has_whole_run_and_measured_rows_and_the_table_names_them():
+    summary = summarize(samples())
+    assert summary["e2e"]["count"] == 3 and summary["measured"]["e2e"]["count"] == 2
+    assert summary["put"]["count"] == 3 and summary["measured"]["put"]["count"] == 2  # the warm-up put is out
+    assert summary["get"]["count"] == 4 and summary["measured"]["get"]["count"] == 2
+    lines = format_table(summary).splitlines()
+    assert lines[0].split()[:2] == ["op", "phases"]
+    rows = {tuple(line.split()[:2]) for line in lines[1:-1]}
+    assert {("put", "all"), ("e2e", "all"), ("put", "measured"), ("e2e", "measured")} <= rows
+    assert lines[-1] == PHASES_NOTE and "steady, fault, heal" in PHASES_NOTE
