@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from lab.backends.kestrel.core.collection import MAX_NAME_LENGTH
+from lab.backends.kestrel.journal import queue_of_file
 from lab.backends.kestrel.protocol import MAX_LINE
 from tests.kestrel_support import KestrelProcess, Raw
 
@@ -205,3 +207,50 @@ def test_an_overdue_open_read_stays_open_until_a_remove_finds_an_item(server, ra
     assert owner.get("lz/close") is None  # the owner's late confirm is silently ignored
     s = stats(server.port)
     assert (s["queue_lz_open_transactions"], s["queue_lz_canceled_transactions"], s["queue_lz_items"]) == ("0", "1", "0")
+
+
+# ---------------------------------------------------------------- 6: queue names
+
+
+@pytest.fixture(scope="module")
+def small_journals(tmp_path_factory):
+    """A server whose journals rotate and rewrite after one item (long names must survive that)."""
+    proc = KestrelProcess(tmp_path_factory.mktemp("names") / "q",
+                          "[default]\nmaxMemorySize = 64\ndefaultJournalSize = 64\n").start()
+    yield proc
+    assert "Traceback" not in proc.stop()
+
+
+@pytest.mark.parametrize("name", [b"x" * 5000, b"x" * (MAX_NAME_LENGTH + 1), "caf\u00e9".encode(), b"a\tb",
+                                  b"a\x00b", b"a.b", b"a~b", b"ok+a.b"])
+@pytest.mark.parametrize("command", [b"set %s 0 0 1\r\nx\r\n", b"get %s/open\r\n"])
+def test_an_illegal_queue_name_drops_the_connection_and_creates_nothing(small_journals, name, command):
+    c = Raw(small_journals.port)
+    c.send(command % name)
+    assert c.closed() and c.buf == b""  # the original's answer to an illegal name
+    c.close()
+    made = {queue_of_file(p.name) for p in small_journals.data_dir.iterdir()}
+    assert made <= {"alive", "fine", "n" * MAX_NAME_LENGTH}  # the other tests' queues
+    assert Raw(small_journals.port).set("alive", "yes") == "STORED"
+    assert Raw(small_journals.port).get("alive") == b"yes"
+
+
+def test_a_name_of_the_longest_length_rotates_and_rewrites_its_journal(small_journals):
+    name = "n" * MAX_NAME_LENGTH
+    c = Raw(small_journals.port)
+    for item in (b"a" * 100, b"b" * 100):
+        assert c.set(name, item) == "STORED"
+    assert c.get(name) == b"a" * 100 and c.get(name) == b"b" * 100
+    s = stats(small_journals.port)
+    assert int(s[f"queue_{name}_journal_rotations"]) >= 1 and int(s[f"queue_{name}_journal_rewrites"]) >= 1
+    assert all(line.isascii() for line in s)  # python-memcached reads stats as ASCII
+    c.send(f"delete {name}\r\n")
+    assert c.line() == "DELETED"
+
+
+def test_the_text_port_refuses_an_illegal_queue_name_with_an_error_line(small_journals):
+    c = Raw(small_journals.ports["text"])
+    c.send("put caf\u00e9:\nx\n\n".encode())
+    assert c.line().startswith("-illegal queue name")
+    c.send("put fine:\nx\n\n")
+    assert c.line() == "+1"

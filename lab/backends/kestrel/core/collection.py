@@ -8,6 +8,7 @@ read may be cancelled (its client went away).
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from lab.backends.kestrel.config import ServerConfig
 from lab.backends.kestrel.journal import Item, queue_names, queue_of_file
@@ -18,13 +19,21 @@ log = logging.getLogger(__name__)
 VERSION = "2.4.8"  # digits and dots, as the original: clients parse it (npm memcached does)
 
 
+#: Memcache keys stop at 250 characters; a journal file name (at most 255 bytes) must
+#: also hold the longest suffix the journal adds, ``.<13-digit ms>.pack``.
+MAX_NAME_LENGTH = 255 - len(".1700000000000.pack")
+_LEGAL_NAME = re.compile(r"[!-~]{1,%d}" % MAX_NAME_LENGTH)  # printable ASCII, as memcache keys
+
+
 class BadQueueName(ValueError):
-    """A queue name with ``.``, ``/`` or ``~`` (they would escape the journal's file names)."""
+    """A queue name the journal cannot hold: ``.``, ``/`` or ``~`` (the original's rule), or
+    not 1 to MAX_NAME_LENGTH printable ASCII characters (a memcache key's rule)."""
 
 
 def check_name(name: str) -> str:
-    if not name or any(c in name for c in "./~") or "\x00" in name:
-        raise BadQueueName(f"illegal queue name {name!r}")
+    if not _LEGAL_NAME.fullmatch(name) or any(c in name for c in "./~"):
+        shown = repr(name) if len(name) <= 60 else f"{name[:40]!r}... ({len(name)} characters)"
+        raise BadQueueName(f"illegal queue name {shown}")
     return name
 
 

@@ -10,6 +10,7 @@ command is ``CLIENT_ERROR`` and closes it.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
@@ -17,6 +18,7 @@ from lab.backends.kestrel.core.collection import VERSION, BadQueueName, QueueCol
 from lab.backends.kestrel.protocol import END, MemcacheRequest, java_int, memcache_line, memcache_value
 from lab.backends.kestrel.core.session import STATUSES, Session, Unavailable
 
+log = logging.getLogger(__name__)
 Send = Callable[[bytes], Awaitable[None]]
 RELATIVE_EXPTIME_LIMIT = 1_000_000  # below: seconds from now; above: unix seconds
 
@@ -84,8 +86,11 @@ class MemcacheHandler:
         except Unavailable:
             await send(memcache_line("SERVER_ERROR"))
             return False
-        except (ValueError, BadQueueName, Drop):
-            return False  # a bad number or name: the original drops the connection
+        except BadQueueName as e:
+            log.info("dropping a connection: %s", e)  # the original's answer to an illegal name
+            return False
+        except (ValueError, Drop):
+            return False  # a bad number: the original drops the connection
         return result is not False
 
     def _exptime_ms(self, text: str) -> int:
