@@ -254,3 +254,22 @@ def test_the_text_port_refuses_an_illegal_queue_name_with_an_error_line(small_jo
     assert c.line().startswith("-illegal queue name")
     c.send("put fine:\nx\n\n")
     assert c.line() == "+1"
+
+
+# ---------------------------------------------------------------- 8: binary-protocol clients
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_a_binary_protocol_request_gets_unknown_command_and_a_close(raw, split):
+    # a memcache binary-protocol GET of key "q" (memjs speaks this), opaque 0xDEADBEEF
+    request = struct.pack(">BBHBBHIIQ", 0x80, 0x00, 1, 0, 0, 0, 1, 0xDEADBEEF, 0) + b"q"
+    c = raw()
+    if split:  # the header in two writes: the answer waits for the whole header
+        c.send(request[:10])
+        time.sleep(0.1)
+    c.send(request[10:] if split else request)
+    header = c.until(b"Unknown command")
+    magic, opcode, key_len, extras, _, status, body, opaque, cas = struct.unpack(">BBHBBHIIQ", header[:24])
+    assert (magic, opcode, key_len, extras, status, opaque, cas) == (0x81, 0x00, 0, 0, 0x0081, 0xDEADBEEF, 0)
+    assert header[24:] == b"Unknown command" and body == len(b"Unknown command")
+    assert c.closed() and c.buf == b""

@@ -10,12 +10,14 @@ is dropped), is read as ISO-8859-1 and split on single spaces like Java's ``spli
 lower-cased. A storage command's line carries the byte count in token 4; the value is
 the next N bytes, and the two bytes after it are consumed and marked on the request
 (``terminator_ok``): the handler refuses a block not followed by ``\r\n`` unless the
-server keeps the original's framing (it skipped them unchecked).
+server keeps the original's framing (it skipped them unchecked). A request starting with
+the binary protocol's magic byte becomes one ``BINARY_REQUEST`` carrying its header.
 """
 
 from __future__ import annotations
 
 import re
+import struct
 from dataclasses import dataclass, field
 
 STORAGE_COMMANDS = frozenset({"set", "add", "replace", "append", "prepend", "cas"})
@@ -24,6 +26,11 @@ MAX_LINE = 64 * 1024
 #: The largest value a storage command may announce (the queue's maxItemSize applies later).
 MAX_VALUE = 256 * 1024 * 1024
 _INT = re.compile(r"[+-]?[0-9]+")
+#: A memcache binary-protocol request starts with this byte (no text command does).
+BINARY_MAGIC = 0x80
+BINARY_HEADER = struct.Struct(">BBHBBHIIQ")  # magic opcode key-len extras-len type status body opaque cas
+#: The request a binary-protocol client's first header becomes (no text command has a space).
+BINARY_REQUEST = "binary protocol"
 
 
 class ProtocolDrop(Exception):
@@ -71,6 +78,12 @@ class MemcacheParser:
     def next_request(self) -> MemcacheRequest | None:
         """The next complete request, or None until more bytes arrive."""
         if self._pending is None:
+            if self.buffer and self.buffer[0] == BINARY_MAGIC:  # a binary-protocol client: answer it
+                if len(self.buffer) < BINARY_HEADER.size:
+                    return None
+                header = bytes(self.buffer[:BINARY_HEADER.size])
+                self.buffer.clear()  # the connection closes after the answer
+                return MemcacheRequest(BINARY_REQUEST, [], header, len(header))
             end = self.buffer.find(b"\n")
             if (len(self.buffer) if end < 0 else end) > MAX_LINE:
                 raise ProtocolDrop(f"request line longer than {MAX_LINE} bytes")
@@ -106,6 +119,14 @@ class MemcacheParser:
 
 def memcache_line(text: str) -> bytes:
     return text.encode("latin-1") + b"\r\n"
+
+
+def binary_unknown_command(header: bytes) -> bytes:
+    """The binary protocol's "unknown command" (status 0x0081) answer to a request header,
+    with its opcode and opaque, so a binary client fails at once instead of hanging."""
+    _, opcode, *_, opaque, _ = BINARY_HEADER.unpack(header)
+    body = b"Unknown command"
+    return BINARY_HEADER.pack(0x81, opcode, 0, 0, 0, 0x0081, len(body), opaque, 0) + body
 
 
 def memcache_value(queue: str, data: bytes) -> bytes:

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
 from lab.backends.kestrel.core.collection import VERSION, BadQueueName, QueueCollection
-from lab.backends.kestrel.protocol import END, MemcacheRequest, java_int, memcache_line, memcache_value
+from lab.backends.kestrel.protocol import (BINARY_REQUEST, END, MemcacheRequest, binary_unknown_command, java_int,
+                                          memcache_line, memcache_value)
 from lab.backends.kestrel.core.session import STATUSES, Session, Unavailable
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,10 @@ class MemcacheHandler:
 
     async def handle(self, request: MemcacheRequest, send: Send) -> bool:
         """Run ``request``; False when the connection must close (after what was sent)."""
+        if request.command == BINARY_REQUEST:
+            log.info("a memcache binary-protocol client: answered unknown command, closing")
+            await send(binary_unknown_command(request.data or b""))
+            return False
         command = self._commands.get(request.command)
         if command is None:
             await send(memcache_line("CLIENT_ERROR"))
