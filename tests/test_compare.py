@@ -1,0 +1,68 @@
+"""`lab compare`: one number, one meaning across the run summary, the table and the chart;
+combinations that cannot run are named, and a comparison with none fails before it starts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import lab.spark
+from lab.cli import main
+from lab.compare import compare
+from lab.plots import latency_figure
+from lab.workload import parse_workload
+
+# A closed-loop burst with a pause: queuefka's consumers fall behind, so the end-to-end
+# latency of the measured phases differs from the whole run's (the drain empties a backlog).
+BURST = {"name": "burst", "queues": 1, "producers": 2, "consumers": 2, "message_size": 100, "rate": 0,
+         "duration": 0.4, "warmup": 0.1, "ack": "reliable", "seed": 2,
+         "faults": [{"fault": "pause", "at": 0.2, "duration": 0.05, "target": "servers"}]}
+GC_PAUSE = Path(__file__).resolve().parents[1] / "lab" / "workloads" / "gc-pause.yaml"
+
+
+def test_nothing_to_run_fails_before_anything_starts(tmp_path, capsys):
+    session = lab.spark._session
+    out = tmp_path / "cmp"
+    code = main(["compare", "--worlds", "live", "--workloads", str(GC_PAUSE), "--backends", "ideal",
+                 "--out", str(out), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("lab: error: nothing to run: ")
+    assert "gc-pause on ideal in the live world: fault schedules run in the sim world only" in err
+    assert "Traceback" not in err
+    assert not out.exists() and lab.spark._session is session  # no run, no folder, no (new) Spark
+
+
+@pytest.fixture(scope="module")
+def comparison(spark, tmp_path_factory):
+    lines: list[str] = []
+    result = compare(["queuefka"], ["sim", "live"], [parse_workload(BURST)], out=tmp_path_factory.mktemp("cmp"),
+                     progress=False, echo=lines.append)
+    return result, lines
+
+
+def test_table_chart_and_run_summary_give_one_end_to_end_p50(comparison):
+    result, _ = comparison
+    [row] = result.rows
+    table_p50 = row["e2e_p50_ns"]
+    ax = next(a for a in latency_figure(result.panels).axes if "end to end" in a.get_title())
+    assert "measured phases" in ax.get_title()
+    scale = {"latency (ms)": 1e6, "latency (s)": 1e9}[ax.get_ylabel()]
+    [line] = [line for line in ax.get_lines() if line.get_label() == "queuefka (sim)"]
+    chart_p50 = line.get_ydata()[0] * scale  # the first point is p50
+    manifest = json.loads((result.directory / "burst-queuefka-sim" / "manifest.json").read_text())
+    run_p50 = manifest["summary"]["measured"]["e2e"]["p50_ns"]
+    assert chart_p50 == pytest.approx(table_p50, rel=0.01)
+    assert run_p50 == pytest.approx(table_p50, rel=0.01)
+    # The whole run's figure is another number, and the run summary keeps it apart.
+    assert manifest["summary"]["e2e"]["p50_ns"] != pytest.approx(table_p50, rel=0.05)
+    text = result.markdown_path.read_text()
+    assert "measured phases (steady, fault, heal" in text and "| burst | queuefka | sim |" in text
+
+
+def test_combinations_that_cannot_run_are_named_one_line_each(comparison):
+    _, lines = comparison
+    skipped = [line for line in lines if "skipped" in line]
+    assert skipped == ["  skipped burst on queuefka in the live world: fault schedules run in the sim world only"]
