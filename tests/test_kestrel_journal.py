@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lab.backends.kestrel.dump import qdump, render
+from lab.backends.kestrel.dump import NotAJournal, qdump, render
 from lab.backends.kestrel.journal import (Add, ConfirmRemove, Continue, Item, Journal, Remove, RemoveTentative,
                                           SaveXid, SyncPolicy, Unremove, decode, encode, iter_records, queue_names)
 from lab.storage import FileStore
@@ -64,6 +64,32 @@ def test_interleaved_transactions_dump(tmp_path: Path):
                                                   "remove-tentative(2), unremove(1), confirm-remove(2), remove")
     lines = list(qdump(tmp_path / "q"))
     assert lines[2].endswith("RSV 1") and lines[-1].endswith("0 items queued, 0 open transactions at the end")
+
+
+@pytest.mark.parametrize("content, reason", [(b"hello, I am a text file\n", "unknown opcode 104 at byte 0"),
+                                             (b"\x02\x15\x00", "no whole record")])
+def test_dump_of_a_file_that_is_no_journal_is_a_value_error_naming_it(tmp_path: Path, content: bytes, reason: str):
+    path = tmp_path / "notes.txt"
+    path.write_bytes(content)
+    with pytest.raises(NotAJournal) as raised:
+        qdump(path)
+    message = str(raised.value)
+    assert isinstance(raised.value, ValueError) and "\n" not in message
+    assert message.startswith(f"{path}: not a Kestrel journal") and reason in message
+
+
+def test_dump_of_a_journal_with_a_corrupt_tail_prints_what_is_whole(tmp_path: Path):
+    j = journal(tmp_path)
+    j.add(Item(b"one", 1))
+    j.remove()
+    (tmp_path / "q").write_bytes((tmp_path / "q").read_bytes() + b"\x7f\x00")
+    lines = list(qdump(tmp_path / "q"))
+    assert lines[0].endswith("ADD 3") and lines[1].endswith("REM")
+    assert lines[2] == "00000019  ** broken record at byte 25: unknown opcode 127 (2 bytes not read)"
+    assert lines[3].endswith("2 records, 25 bytes; 0 items queued, 0 open transactions at the end")
+    (tmp_path / "empty").touch()  # a queue's fresh journal
+    assert list(qdump(tmp_path / "empty"))[-1].endswith("0 records, 0 bytes; 0 items queued, "
+                                                        "0 open transactions at the end")
 
 
 def test_legacy_records_decode():

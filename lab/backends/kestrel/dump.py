@@ -10,6 +10,10 @@ from lab.backends.kestrel.journal import (Add, BrokenRecord, ConfirmRemove, Cont
                                           RemoveTentative, SaveXid, Truncated, Unremove, decode)
 
 
+class NotAJournal(ValueError):
+    """A file that is not a Kestrel journal: its first record is no whole, known record."""
+
+
 def render(records: Iterable[Record]) -> str:
     """``add(11:0:hello kitty), remove, remove-tentative(2), unremove(1), confirm-remove(2), xid(3)``."""
     out = []
@@ -32,8 +36,23 @@ def render(records: Iterable[Record]) -> str:
 
 
 def qdump(path: str | Path, now_ms: int = 0) -> Iterator[str]:
-    """One line per record — offset, then ADD/REM/RSV/XID/CAN/ACK/CON — and a summary."""
+    """One line per record — offset, then ADD/REM/RSV/XID/CAN/ACK/CON — and a summary.
+
+    A corrupt tail is printed up to where it is cut; NotAJournal (at once, before any
+    line) when not even the first record is whole and known. An empty file is a journal.
+    """
     data = Path(path).read_bytes()
+    try:
+        if data:
+            decode(data, 0, now_ms)
+    except Truncated:
+        raise NotAJournal(f"{path}: not a Kestrel journal (no whole record in its {len(data)} bytes)") from None
+    except BrokenRecord as e:
+        raise NotAJournal(f"{path}: not a Kestrel journal ({e.reason} at byte 0)") from None
+    return _qdump_lines(path, data, now_ms)
+
+
+def _qdump_lines(path: str | Path, data: bytes, now_ms: int) -> Iterator[str]:
     pos = 0
     queued = 0
     open_xids: set[int] = set()
