@@ -7,6 +7,8 @@ and talks to it with httpx (or a raw socket)."""
 from __future__ import annotations
 
 import asyncio
+import json
+import socket
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -240,3 +242,55 @@ def test_a_fetch_waiting_while_its_group_is_deleted_does_not_bring_it_back(tmp_p
 
     assert serve(tmp_path, exercise)["records"] == []
     assert not list(topic.glob("g.group*"))  # an at-most-once fetch would have committed
+
+
+# -- 4. every error is JSON ----------------------------------------------------------------------
+
+def raw_exchange(port: int, request: bytes, timeout: float = 5.0) -> bytes:
+    """Send ``request`` bytes as they are; everything the server answers until it closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(request)
+        answer = b""
+        while chunk := s.recv(65536):
+            answer += chunk
+        return answer
+
+
+def test_every_error_status_is_json(tmp_path: Path):
+    topic = tmp_path / "data" / "t"
+
+    async def exercise(http: httpx.AsyncClient, core: QueuefkaCore, port: int) -> list:
+        await http.post("/topics/t/messages", content=b"kept")
+        await http.put("/topics/t/groups/g")
+        seen = [
+            (await http.get("/topics/t/messages"), 400),  # the front's own refusal
+            (await http.get("/topics/t/messages", params={"group": "g", "max": "ten"}), 400),
+            (await http.get("/nowhere"), 404),  # no route: aiohttp's page before
+            (await http.get("/topics/nosuch"), 404),
+            (await http.delete("/topics/t/groups/nobody"), 404),
+            (await http.delete("/topics/t/messages"), 405),  # aiohttp's page before
+            (await http.put("/topics/t/groups/g"), 409),
+            (await http.post("/topics/t/messages", content=b"x" * 65), 413),  # aiohttp's page before
+        ]
+        with open(topic / f"{0:020d}.slab", "r+b") as f:  # corrupt the record on disk
+            f.seek(8)
+            f.write(b"K")
+        seen.append((await http.get("/topics/t/messages", params={"group": "g"}), 500))
+        raw = await asyncio.get_running_loop().run_in_executor(
+            None, raw_exchange, port, b"GARBAGE / HTTP/1.1\r\nHost: x\r\n\r\n")  # not HTTP at all
+        return seen, raw
+
+    seen, raw = serve(tmp_path, exercise, max_payload=64)
+    for response, status in seen:
+        assert response.status_code == status, response.text
+        assert response.headers["Content-Type"] == "application/json; charset=utf-8", (status, response.text)
+        assert isinstance(response.json()["error"], str) and response.json()["error"], response.text
+    by_status = {status: response for response, status in seen}
+    assert by_status[405].headers["Allow"] == "GET,HEAD,POST"
+    assert "use GET, HEAD, POST" in by_status[405].json()["error"]
+    assert seen[2][0].json()["error"] == "nothing at /nowhere"
+    assert "64" in by_status[413].json()["error"]
+    assert "checksum" in by_status[500].json()["error"]
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert b" 400 " in head.split(b"\r\n")[0] and b"application/json" in head
+    assert json.loads(body)["error"].startswith("bad HTTP request")

@@ -17,8 +17,8 @@ into core calls and errors into status codes:
 
 A topic is created by its first message; reading, committing to or creating a group in a
 topic that does not exist is a 404. A group is created by its first commit (an at-most-once
-read commits) or by PUT; a read alone creates nothing. Bad input is a 4xx with
-{"error": reason}; nothing is written for a refused request.
+read commits) or by PUT; a read alone creates nothing. Every error, whatever its status,
+is {"error": reason} (``http_errors``); nothing is written for a refused request.
 """
 
 from __future__ import annotations
@@ -31,13 +31,10 @@ from aiohttp import web
 
 from lab.backends.queuefka.core import MAX_FETCH, BadRequest, GroupExists, QueuefkaCore, UnknownGroup, UnknownTopic
 from lab.backends.queuefka.framing import DEFAULT_MAX_RECORD
+from lab.backends.queuefka.http_errors import JsonErrorRunner, error as _error, json_errors
 
 CORE = web.AppKey("core", QueuefkaCore)
 MAX_WAIT = 60.0
-
-
-def _error(status: int, reason: str) -> web.Response:
-    return web.json_response({"error": reason}, status=status)
 
 
 def _query_number(request: web.Request, key: str, kind: type, default: Any, low: Any, high: Any) -> Any:
@@ -47,11 +44,9 @@ def _query_number(request: web.Request, key: str, kind: type, default: Any, low:
     try:
         value = kind(raw)
     except ValueError:
-        raise web.HTTPBadRequest(text=json.dumps({"error": f"{key}={raw!r} is not a number"}),
-                                 content_type="application/json") from None
+        raise BadRequest(f"{key}={raw!r} is not a number") from None
     if not low <= value <= high:
-        raise web.HTTPBadRequest(text=json.dumps({"error": f"{key}={raw}: use {low} to {high}"}),
-                                 content_type="application/json")
+        raise BadRequest(f"{key}={raw}: use {low} to {high}")
     return value
 
 
@@ -150,7 +145,7 @@ async def list_topics(core: QueuefkaCore, request: web.Request) -> web.Response:
 
 
 def make_app(core: QueuefkaCore, max_payload: int = DEFAULT_MAX_RECORD) -> web.Application:
-    app = web.Application(client_max_size=max_payload)
+    app = web.Application(client_max_size=max_payload, middlewares=[json_errors])
     app[CORE] = core
     app.add_routes([
         web.post("/topics/{topic}/messages", produce),
@@ -164,9 +159,10 @@ def make_app(core: QueuefkaCore, max_payload: int = DEFAULT_MAX_RECORD) -> web.A
     return app
 
 
-async def start_http(core: QueuefkaCore, host: str = "127.0.0.1", port: int = 0) -> tuple[web.AppRunner, int]:
+async def start_http(core: QueuefkaCore, host: str = "127.0.0.1", port: int = 0, *,
+                     max_payload: int = DEFAULT_MAX_RECORD) -> tuple[web.AppRunner, int]:
     """Serve ``core`` on ``host:port`` (0: any free port); the runner (for cleanup) and the port."""
-    runner = web.AppRunner(make_app(core), access_log=None)
+    runner = JsonErrorRunner(make_app(core, max_payload), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
