@@ -9,6 +9,9 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -294,3 +297,35 @@ def test_every_error_status_is_json(tmp_path: Path):
     head, _, body = raw.partition(b"\r\n\r\n")
     assert b" 400 " in head.split(b"\r\n")[0] and b"application/json" in head
     assert json.loads(body)["error"].startswith("bad HTTP request")
+
+
+# -- 5. headers that never finish ----------------------------------------------------------------
+
+def seconds_until_closed(port: int, partial: bytes, limit: float = 5.0) -> float:
+    """Send a request cut short, then wait: seconds until the server closes the connection."""
+    with socket.create_connection(("127.0.0.1", port), timeout=limit) as s:
+        start = time.monotonic()
+        s.sendall(partial)
+        assert s.recv(65536) == b""  # closed without an answer (a timeout raises instead)
+        return time.monotonic() - start
+
+
+def test_a_request_whose_headers_never_finish_is_closed_after_the_header_timeout(tmp_path: Path):
+    async def exercise(http: httpx.AsyncClient, core: QueuefkaCore, port: int) -> None:
+        await http.post("/topics/t/messages", content=b"x")
+        loop = asyncio.get_running_loop()
+        for partial in (b"", b"GET /topics HT", b"GET /topics HTTP/1.1\r\nHost: x\r\nX-Slow: "):
+            took = await loop.run_in_executor(None, seconds_until_closed, port, partial)
+            assert 0.2 < took < 1.5, (partial, took)
+        # a long poll takes longer than the header timeout: its headers were complete, it is not cut
+        r = await http.get("/topics/t/messages", params={"group": "g", "max": 5, "wait": "0.8"})
+        assert r.status_code == 200 and len(r.json()["records"]) == 1
+
+    serve(tmp_path, exercise, header_timeout=0.3)
+
+
+def test_the_header_timeout_is_a_server_setting(tmp_path: Path):
+    bad = subprocess.run([sys.executable, "-m", "lab.cli", "serve", "queuefka", "--data-dir", str(tmp_path),
+                          "--header-timeout", "0"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--header-timeout 0" in bad.stderr and "Traceback" not in bad.stderr
+    assert not any(tmp_path.iterdir())

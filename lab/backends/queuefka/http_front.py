@@ -19,6 +19,11 @@ A topic is created by its first message; reading, committing to or creating a gr
 topic that does not exist is a 404. A group is created by its first commit (an at-most-once
 read commits) or by PUT; a read alone creates nothing. Every error, whatever its status,
 is {"error": reason} (``http_errors``); nothing is written for a refused request.
+
+A connection must deliver a request's line and headers within ``header_timeout`` seconds
+of opening, or of the previous response, or it is closed (slowloris): aiohttp's idle
+keep-alive timer does this, since it runs until the next request's headers are complete
+(and not while a handler runs, so a long-polling GET is not cut).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from lab.backends.queuefka.http_errors import JsonErrorRunner, error as _error, 
 
 CORE = web.AppKey("core", QueuefkaCore)
 MAX_WAIT = 60.0
+HEADER_TIMEOUT = 10.0  # seconds; also how long an idle keep-alive connection is kept
 
 
 def _query_number(request: web.Request, key: str, kind: type, default: Any, low: Any, high: Any) -> Any:
@@ -160,9 +166,12 @@ def make_app(core: QueuefkaCore, max_payload: int = DEFAULT_MAX_RECORD) -> web.A
 
 
 async def start_http(core: QueuefkaCore, host: str = "127.0.0.1", port: int = 0, *,
-                     max_payload: int = DEFAULT_MAX_RECORD) -> tuple[web.AppRunner, int]:
+                     max_payload: int = DEFAULT_MAX_RECORD,
+                     header_timeout: float = HEADER_TIMEOUT) -> tuple[web.AppRunner, int]:
     """Serve ``core`` on ``host:port`` (0: any free port); the runner (for cleanup) and the port."""
-    runner = JsonErrorRunner(make_app(core, max_payload), access_log=None)
+    if not header_timeout > 0:
+        raise ValueError(f"header timeout {header_timeout}: use a number of seconds > 0")
+    runner = JsonErrorRunner(make_app(core, max_payload), access_log=None, keepalive_timeout=header_timeout)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()

@@ -13,7 +13,7 @@ import signal
 from pathlib import Path
 
 from lab.backends.queuefka.core import Config, QueuefkaCore
-from lab.backends.queuefka.http_front import start_http
+from lab.backends.queuefka.http_front import HEADER_TIMEOUT, start_http
 from lab.runtime import LiveWorld, Runtime
 
 NODE = "queuefka"
@@ -27,6 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--segment-size", type=int, default=Config.segment_size_hint,
                    help="segment size hint in bytes (default 10 MiB)")
     p.add_argument("--retention", type=float, help="delete consumed segments older than this many seconds")
+    p.add_argument("--header-timeout", type=float, default=HEADER_TIMEOUT,
+                   help=f"seconds a connection has to send a request's headers, and to stay idle (default {HEADER_TIMEOUT:g})")
 
 
 def config_from(args: argparse.Namespace) -> Config:
@@ -35,6 +37,8 @@ def config_from(args: argparse.Namespace) -> Config:
         raise ValueError(f"--port {args.port}: use 0 to 65535")
     if args.retention is not None and args.retention < 0:
         raise ValueError(f"--retention {args.retention}: use a number of seconds >= 0")
+    if not args.header_timeout > 0:
+        raise ValueError(f"--header-timeout {args.header_timeout}: use a number of seconds > 0")
     try:
         return Config(segment_size_hint=args.segment_size, fsync=args.fsync, retention_age=args.retention)
     except ValueError as e:
@@ -59,7 +63,7 @@ def serve(args: argparse.Namespace, ready=print) -> None:
 
         rt = await world.start(NODE, boot)
         core = cores[0]
-        runner, port = await start_http(core, args.host, args.port)
+        runner, port = await start_http(core, args.host, args.port, header_timeout=args.header_timeout)
         rt.spawn(core.run_retention(), name="retention")
         ready(f"queuefka serving {args.data_dir} on http://{args.host}:{port} (fsync {config.fsync})")
         try:
