@@ -2,7 +2,8 @@
 
 A group's committed offset is the address it resumes from; a group exists from its first
 commit (reading creates nothing: a group that never committed starts at the beginning and
-holds nothing back). Commits are kept beside the segments in ``<group>.group`` — an append-only file of records in the log's own framing
+holds nothing back). Commits are kept beside the segments in ``<group>.group`` — an
+append-only file of records in the log's own framing
 (an 8-byte LE address each; the last valid one wins, a torn tail is ignored and cut),
 compacted by write-and-rename when it grows. The original's glob of ``*.slab`` never
 sees these files, so a topic stays readable by it.
