@@ -4,12 +4,18 @@ A JVM's settings are fixed when it starts (driver memory above all), so a proces
 one session: the first call decides, later calls get the same session. Defaults can be
 overridden per call (``conf``) or by the environment: ``QUEUE_LAB_SPARK_MASTER`` and
 ``QUEUE_LAB_SPARK_CONF`` ("key=value,key=value").
+
+Start-up is quiet: ``log4j2.properties`` keeps Spark's own start-up lines out (its "Setting
+default log level" pair), and the JVM's stderr passes through a relay that drops the one
+line no setting turns off (the incubator-module warning, ``START_UP_NOISE``); every other
+line the JVM writes, errors above all, still reaches stderr.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import threading
 from pathlib import Path
 from typing import Mapping
 
@@ -31,6 +37,8 @@ DEFAULTS = {
     "spark.ui.showConsoleProgress": "false",
 }
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
+# Printed by the JVM itself for the --add-modules Spark's launcher always passes.
+START_UP_NOISE = (b"WARNING: Using incubator modules:",)
 
 _session = None
 
@@ -67,15 +75,42 @@ def spark_session(master: str | None = None, conf: Mapping[str, str] | None = No
         return _session
     check_java()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
     master, merged = settings(master, conf)
-    builder = SparkSession.builder.master(master).appName("queue-lab")
-    for key, value in merged.items():
-        builder = builder.config(key, value)
-    _session = builder.getOrCreate()
+    spark_conf = SparkConf().setMaster(master).setAppName("queue-lab").setAll(list(merged.items()))
+    if SparkContext._gateway is None:  # the JVM outlives a stopped session: start it once, quietly
+        SparkContext(conf=spark_conf, gateway=_quiet_gateway(spark_conf))
+    _session = SparkSession.builder.config(conf=spark_conf).getOrCreate()
     _session.sparkContext.setLogLevel("ERROR")
     return _session
+
+
+def _quiet_gateway(spark_conf):
+    """PySpark's JVM gateway, with the JVM's stderr relayed to ours minus START_UP_NOISE."""
+    from pyspark.java_gateway import launch_gateway
+
+    read_end, write_end = os.pipe()
+    relay = threading.Thread(target=_relay, args=(read_end,), name="spark-stderr", daemon=True)
+    relay.start()  # before the JVM: it must never block on a full pipe
+    try:
+        return launch_gateway(spark_conf, popen_kwargs={"stderr": write_end})
+    except BaseException:
+        os.close(write_end)
+        write_end = -1
+        relay.join(timeout=5)  # a JVM that failed to start: show what it said before the error
+        raise
+    finally:
+        if write_end >= 0:
+            os.close(write_end)  # the JVM holds its own copy; the relay ends when the JVM does
+
+
+def _relay(read_end: int) -> None:
+    with os.fdopen(read_end, "rb", buffering=0) as stream:
+        for line in iter(stream.readline, b""):
+            if not line.startswith(START_UP_NOISE):
+                os.write(2, line)  # fd 2, as the JVM wrote before: no Python-level buffering
 
 
 def stop_session() -> None:

@@ -4,6 +4,8 @@ combinations that cannot run are named, and a comparison with none fails before 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,9 @@ BURST = {"name": "burst", "queues": 1, "producers": 2, "consumers": 2, "message_
          "duration": 0.4, "warmup": 0.1, "ack": "reliable", "seed": 2,
          "faults": [{"fault": "pause", "at": 0.2, "duration": 0.05, "target": "servers"}]}
 GC_PAUSE = Path(__file__).resolve().parents[1] / "lab" / "workloads" / "gc-pause.yaml"
+# What Spark and its JVM print on start-up, whatever the log level (Spark 3.x and 4.x).
+START_UP_LINES = ("Setting default log level", "To adjust logging level", "Using incubator modules",
+                  "Using Spark's default log4j profile", "NativeCodeLoader")
 
 
 def test_nothing_to_run_fails_before_anything_starts(tmp_path, capsys):
@@ -66,3 +71,16 @@ def test_combinations_that_cannot_run_are_named_one_line_each(comparison):
     _, lines = comparison
     skipped = [line for line in lines if "skipped" in line]
     assert skipped == ["  skipped burst on queuefka in the live world: fault schedules run in the sim world only"]
+
+
+def test_spark_starts_without_its_start_up_lines_and_errors_still_show():
+    code = ("from lab.spark import spark_session\n"
+            "s = spark_session('local[1]')\n"
+            "assert s.range(3).count() == 3\n"
+            "s.sparkContext._jvm.org.apache.logging.log4j.LogManager.getLogger('queue-lab').error('a real error')\n"
+            "s.stop()\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    assert "ERROR queue-lab: a real error" in out.stderr  # the JVM's stderr still shows
+    shown = out.stdout + out.stderr
+    assert [line for line in START_UP_LINES if line in shown] == []
