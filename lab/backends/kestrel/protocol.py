@@ -170,10 +170,12 @@ class TextParser:
             end = self.buffer.find(b"\n")
             # A command line is capped as on the memcache port; a put's item lines are
             # values, capped (as a memcache value) by the put's total size.
-            limit = MAX_LINE if self._put is None else self.max_put_bytes - self._put.size
+            if self._put is None:
+                limit, too_long = MAX_LINE, f"line longer than {MAX_LINE} bytes"
+            else:
+                limit, too_long = self.max_put_bytes - self._put.size, f"put larger than {self.max_put_bytes} bytes"
             if (len(self.buffer) if end < 0 else end) > limit:
-                what = "line" if self._put is None else "put"
-                raise ProtocolDrop(f"{what} longer than {MAX_LINE if self._put is None else self.max_put_bytes} bytes")
+                raise ProtocolDrop(too_long)
             if end < 0:
                 return None
             raw = bytes(self.buffer[:end])
