@@ -2,12 +2,11 @@
 
 Sim world: the core on a simulated node (its disk loses the unsynced tail on a crash),
 reached through the simulated network with the core's own requests. Live world: the
-core behind the real HTTP front on loopback, reached with httpx — the design's wire.
-Each workload queue is a topic; every consumer is in one group, ``lab``: reliable acks
-mean at-least-once (commit after the get), auto acks at-most-once (commit before).
-Options: ``fsync`` (never | always | <N>ms | <N>records), ``segment_size_hint``,
-``retention_age``, ``session_timeout``, ``prefetch`` (records per fetch, default 100),
-``http_client`` (aiohttp | httpx), ``timeout``.
+core behind the real HTTP front on loopback, reached with aiohttp (or httpx, the
+``http_client`` option) — the design's wire. Each workload queue is a topic; every
+consumer is in one group, ``lab``: reliable acks mean at-least-once (commit after the
+get), auto acks at-most-once (commit before). The options are declared on the backend
+(``options_declared``; ``lab backends`` lists them).
 """
 
 from __future__ import annotations
