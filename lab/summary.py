@@ -138,10 +138,10 @@ def format_table(summary: dict[str, Any]) -> str:
 
 
 def format_spark_summary(summary) -> str:
-    """The phase="measured" rows of a Spark summary, for people."""
-    rows = summary[summary["phase"] == "measured"]
+    """The phase="measured" rows of a Spark summary, for people, under a line naming the phases."""
+    rows = summary[summary["phase"] == MEASURED]
     header = f"{'run':<44}{'op':<6}{'count':>9}{'ok':>9}{'tput p50':>10}{'p50':>10}{'p99':>10}{'p99.9':>10}{'p99.99':>10}"
-    lines = [header]
+    lines = [f"{MEASURED} phases ({', '.join(MEASURED_PHASES)}; not warm-up or drain):", header]
     for _, r in rows.iterrows():
         lines.append(f"{r['run_id'][:43]:<44}{r['op']:<6}{r['count']:>9}{r['ok']:>9}{r['tput_p50']:>10,.0f}"
                      + "".join(f"{format_ns(r[c]):>10}" for c in ("p50_ns", "p99_ns", "p999_ns", "p9999_ns")))

@@ -4,7 +4,7 @@ end-to-end rows use the Spark pipeline's rule (a message counts in its first del
 from __future__ import annotations
 
 from lab.record import Recorder
-from lab.summary import PHASES_NOTE, end_to_end_ns, format_table, summarize
+from lab.summary import PHASES_NOTE, end_to_end_ns, format_spark_summary, format_table, summarize
 
 MS = 1_000_000
 
@@ -41,3 +41,14 @@ def test_the_summary_has_whole_run_and_measured_rows_and_the_table_names_them():
     rows = {tuple(line.split()[:2]) for line in lines[1:-1]}
     assert {("put", "all"), ("e2e", "all"), ("put", "measured"), ("e2e", "measured")} <= rows
     assert lines[-1] == PHASES_NOTE and "steady, fault, heal" in PHASES_NOTE
+
+
+def test_the_spark_summary_for_people_names_its_phases():
+    import pandas as pd
+
+    row = {"run_id": "r1", "op": "e2e", "count": 2, "ok": 2, "tput_p50": 5.0, "p50_ns": 1e6, "p99_ns": 2e6,
+           "p999_ns": 2e6, "p9999_ns": 2e6}
+    frame = pd.DataFrame([{**row, "phase": "measured"}, {**row, "phase": "drain", "run_id": "r2"}])
+    lines = format_spark_summary(frame).splitlines()
+    assert lines[0] == "measured phases (steady, fault, heal; not warm-up or drain):"
+    assert [line.split()[0] for line in lines[2:]] == ["r1"]
