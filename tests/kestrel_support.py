@@ -7,7 +7,7 @@ import time
 
 from lab.backends.kestrel.process import KestrelProcess
 
-__all__ = ["KestrelProcess", "Raw", "wait_for"]
+__all__ = ["KestrelProcess", "Raw", "stats", "wait_for"]
 
 
 class Raw:
@@ -78,6 +78,18 @@ class Raw:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def stats(port: int) -> dict[str, str]:
+    """The memcache ``stats`` of the server on ``port``, name -> value."""
+    c = Raw(port)
+    c.send("stats\r\n")
+    out = {}
+    while (line := c.line()) != "END":
+        _, key, value = line.split(" ", 2)
+        out[key] = value
+    c.close()
+    return out
 
 
 def wait_for(predicate, timeout: float = 5.0, step: float = 0.02) -> bool:

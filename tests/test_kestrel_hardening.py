@@ -17,7 +17,7 @@ import pytest
 from lab.backends.kestrel.core.collection import MAX_NAME_LENGTH
 from lab.backends.kestrel.journal import queue_of_file
 from lab.backends.kestrel.protocol import MAX_LINE
-from tests.kestrel_support import KestrelProcess, Raw
+from tests.kestrel_support import KestrelProcess, Raw, stats
 
 CONFIG = """
 maxOpenTransactions = 2
@@ -52,17 +52,6 @@ def raw(server):
     yield connect
     for c in clients:
         c.close()
-
-
-def stats(port: int) -> dict[str, str]:
-    c = Raw(port)
-    c.send("stats\r\n")
-    out = {}
-    while (line := c.line()) != "END":
-        _, key, value = line.split(" ", 2)
-        out[key] = value
-    c.close()
-    return out
 
 
 # ---------------------------------------------------------------- 7: a version clients parse

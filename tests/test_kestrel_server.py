@@ -15,7 +15,7 @@ import pytest
 from lab.backends.kestrel.client import KestrelMemcacheClient
 from lab.backends.kestrel.dump import render
 from lab.backends.kestrel.journal import iter_records
-from tests.kestrel_support import KestrelProcess, Raw, wait_for
+from tests.kestrel_support import KestrelProcess, Raw, stats, wait_for
 
 CONFIG = """
 maxOpenTransactions = 2
@@ -60,17 +60,6 @@ def raw(server):
     yield connect
     for c in clients:
         c.close()
-
-
-def stats(port: int) -> dict[str, str]:
-    c = Raw(port)
-    c.send("stats\r\n")
-    out = {}
-    while (line := c.line()) != "END":
-        _, key, value = line.split(" ", 2)
-        out[key] = value
-    c.close()
-    return out
 
 
 def q(name: str, request: pytest.FixtureRequest) -> str:
