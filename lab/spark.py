@@ -95,15 +95,13 @@ def _quiet_gateway(spark_conf):
     relay = threading.Thread(target=_relay, args=(read_end,), name="spark-stderr", daemon=True)
     relay.start()  # before the JVM: it must never block on a full pipe
     try:
-        return launch_gateway(spark_conf, popen_kwargs={"stderr": write_end})
+        gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": write_end})
     except BaseException:
         os.close(write_end)
-        write_end = -1
         relay.join(timeout=5)  # a JVM that failed to start: show what it said before the error
         raise
-    finally:
-        if write_end >= 0:
-            os.close(write_end)  # the JVM holds its own copy; the relay ends when the JVM does
+    os.close(write_end)  # the JVM holds its own copy; the relay ends when the JVM does
+    return gateway
 
 
 def _relay(read_end: int) -> None:
