@@ -28,11 +28,13 @@ class UsageError(Exception):
 USER_ERRORS = (UsageError, WorkloadError, UnknownBackend, BadOption, BadRunDir, JavaMissing, NothingToRun)
 
 RUN_LEGEND = """\
-the summary, row by row:
+the summary, row by row; each op has two rows: phases "all" (warm-up to drain) and
+"measured" (steady, fault and heal: what `lab compare` and `lab aggregate` report):
   put, get, ack, release  operations: count, then ok / fail / info, ok operations per second,
                           and the latency of the ok ones (one request's round trip)
-  e2e      end to end, per delivered message: its put's start to its first delivery; unlike
-           a get's latency it includes the time the message waited in the queue
+  e2e      end to end, per delivered message: its put's start to its first delivery (in
+           the phase of that delivery); unlike a get's latency it includes the time the
+           message waited in the queue
   delay    publish delay: how late a scheduled put started behind its intended time; large
            when a stall held the producers back (hidden from put latency: coordinated omission)
 outcomes:

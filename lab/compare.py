@@ -24,12 +24,11 @@ from lab.paths import runs_dir
 from lab.record import MEASURED_PHASES, LogHistogram
 from lab.runner import RunResult, run
 from lab.summary import MEASURED, format_ns
-from lab.workload import Workload, load_workload
+from lab.workload import Workload, load_workload, standard_workload_files
 
 if TYPE_CHECKING:  # PySpark and matplotlib load only when a comparison runs (the CLI imports this)
     from lab.aggregate import Aggregation
 
-STANDARD_WORKLOADS = Path(__file__).parent / "workloads"
 
 COLUMNS = ("workload", "backend", "world", "put_tput_p50", "get_tput_p50", "put_p50_ns", "put_p99_ns",
            "put_p999_ns", "e2e_p50_ns", "e2e_p99_ns", "e2e_p999_ns", "lost", "duplicated", "unexpected",
@@ -64,7 +63,7 @@ class Comparison:
 
 
 def standard_workloads() -> list[Workload]:
-    return [load_workload(p) for p in sorted(STANDARD_WORKLOADS.glob("*.yaml"))]
+    return [load_workload(p) for p in standard_workload_files()]
 
 
 def compare(
