@@ -2,9 +2,9 @@
 
 The x axis is log-percentile (50, 90, 99, 99.9, 99.99: each step ten times rarer),
 so the tail gets as much room as the median; the y axis is log latency, labelled at
-decades only, in ms, or in s once a value passes 1,000 ms. Every chart draws a design
-in the same colour and a world in the same line style, and says in a note which lines
-lie on top of each other. Percentiles come from the log-bucket histogram
+decades only, each label with its unit (100 µs, 1 ms, 10 s: seconds once a value passes
+1,000 ms). Every chart draws a design in the same colour and a world in the same line
+style, and says in its legend which lines lie on top of each other. Percentiles come from the log-bucket histogram
 (``lab.record.LogHistogram``), as in every table, so a chart's p50 is the table's.
 """
 
@@ -77,7 +77,7 @@ def plot_latency_quantiles(ax, series: Mapping[tuple[str, str], Latencies], titl
               if (latencies.count if isinstance(latencies, LogHistogram) else latencies.size)}
     positive = np.concatenate([c[c > 0] for c in curves.values()]) if curves else np.array([])
     seconds = positive.size > 0 and positive.max() > 1e9  # past 1,000 ms
-    unit, scale = ("s", 1e9) if seconds else ("ms", 1e6)
+    scale = 1e9 if seconds else 1e6  # lines in s or ms: what a notebook reading them gets
     labels = {}
     for (design, world), ns in curves.items():
         labels[(design, world)] = label = f"{design} ({world})"
@@ -90,17 +90,24 @@ def plot_latency_quantiles(ax, series: Mapping[tuple[str, str], Latencies], titl
         low, high = math.floor(math.log10(positive.min() / scale)), math.ceil(math.log10(positive.max() / scale))
         ax.set_ylim(10.0**low, 10.0 ** max(high, low + 1))
     ax.yaxis.set_major_locator(LogLocator(base=10.0, subs=(1.0,)))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # 0.1, 1, 10 rather than 10⁻¹
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: decade_label(v * scale)))
     ax.yaxis.set_minor_formatter(NullFormatter())  # minor ticks unlabelled: their labels overlapped
-    ax.set_ylabel(f"latency ({unit})")
+    ax.set_ylabel("latency")  # each tick says its unit
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
+    groups = coinciding({labels[k]: v for k, v in curves.items()})
+    for group in groups:  # the later line hides the earlier: say so where the lines are named
+        ax.plot([], [], linestyle="none", label=" = ".join(group) + "\n(the same line)")
     if curves:
         ax.legend(fontsize=7)
-    groups = coinciding({labels[k]: v for k, v in curves.items()})
-    if groups:  # the later line hides the earlier: say so
-        note = "\n".join(" = ".join(g) + " (the same at every percentile, within the histograms' 1 % error)" for g in groups)
-        ax.text(0.98, 0.02, note, transform=ax.transAxes, ha="right", va="bottom", fontsize=7)
+
+
+def decade_label(ns: float) -> str:
+    """A decade of nanoseconds with its unit: 100 µs, 1 ms, 10 s."""
+    for unit, size in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if ns >= size * 0.999:
+            return f"{ns / size:.3g} {unit}"
+    return f"{ns:.3g} ns"
 
 
 def latency_figure(panels: Mapping[str, Mapping[tuple[str, str], Latencies]], path=None,
