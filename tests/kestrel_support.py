@@ -5,9 +5,11 @@ from __future__ import annotations
 import socket
 import time
 
+import pytest
+
 from lab.backends.kestrel.process import KestrelProcess
 
-__all__ = ["KestrelProcess", "Raw", "stats", "wait_for"]
+__all__ = ["KestrelProcess", "Raw", "server_fixtures", "stats", "wait_for"]
 
 
 class Raw:
@@ -99,3 +101,29 @@ def wait_for(predicate, timeout: float = 5.0, step: float = 0.02) -> bool:
             return True
         time.sleep(step)
     return predicate()
+
+
+def server_fixtures(config: str):
+    """A module's fixtures: ``server``, one Kestrel process with ``config`` for the whole
+    module, and ``raw``, which connects Raw clients to it (port: another of its ports) and
+    closes them after the test."""
+
+    @pytest.fixture(scope="module")
+    def server(tmp_path_factory):
+        proc = KestrelProcess(tmp_path_factory.mktemp("kestrel") / "queues", config).start()
+        yield proc
+        proc.stop()
+
+    @pytest.fixture
+    def raw(server):
+        clients: list[Raw] = []
+
+        def connect(port: int | None = None) -> Raw:
+            clients.append(Raw(port or server.port))
+            return clients[-1]
+
+        yield connect
+        for c in clients:
+            c.close()
+
+    return server, raw

@@ -17,7 +17,7 @@ import pytest
 from lab.backends.kestrel.core.collection import MAX_NAME_LENGTH
 from lab.backends.kestrel.journal import queue_of_file
 from lab.backends.kestrel.protocol import MAX_LINE
-from tests.kestrel_support import KestrelProcess, Raw, stats
+from tests.kestrel_support import KestrelProcess, Raw, server_fixtures, stats
 
 CONFIG = """
 maxOpenTransactions = 2
@@ -34,24 +34,7 @@ nom-de-guerre = ["fromage", "formaggio"]
 """
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    proc = KestrelProcess(tmp_path_factory.mktemp("kestrel") / "queues", CONFIG).start()
-    yield proc
-    proc.stop()
-
-
-@pytest.fixture
-def raw(server):
-    clients: list[Raw] = []
-
-    def connect(port: int | None = None) -> Raw:
-        clients.append(Raw(port or server.port))
-        return clients[-1]
-
-    yield connect
-    for c in clients:
-        c.close()
+server, raw = server_fixtures(CONFIG)
 
 
 # ---------------------------------------------------------------- 7: a version clients parse

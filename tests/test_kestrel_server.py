@@ -15,7 +15,7 @@ import pytest
 from lab.backends.kestrel.client import KestrelMemcacheClient
 from lab.backends.kestrel.dump import render
 from lab.backends.kestrel.journal import iter_records
-from tests.kestrel_support import KestrelProcess, Raw, stats, wait_for
+from tests.kestrel_support import KestrelProcess, Raw, server_fixtures, stats, wait_for
 
 CONFIG = """
 maxOpenTransactions = 2
@@ -42,24 +42,7 @@ wx = ["wx_a", "wx_b"]
 """
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    proc = KestrelProcess(tmp_path_factory.mktemp("kestrel") / "queues", CONFIG).start()
-    yield proc
-    proc.stop()
-
-
-@pytest.fixture
-def raw(server):
-    clients: list[Raw] = []
-
-    def connect() -> Raw:
-        clients.append(Raw(server.port))
-        return clients[-1]
-
-    yield connect
-    for c in clients:
-        c.close()
+server, raw = server_fixtures(CONFIG)
 
 
 def q(name: str, request: pytest.FixtureRequest) -> str:
