@@ -59,7 +59,7 @@ def test_every_chart_draws_a_design_in_one_colour_and_a_world_in_one_line_style(
     assert len(set(DESIGN_COLOURS.values())) == len(DESIGN_COLOURS) >= 5
 
 
-def test_lines_that_coincide_are_named_in_a_note():
+def test_lines_that_coincide_are_named_in_the_legend():
     same = spread(0.2, 9)
     ax = latency_figure({"p": {("ideal", "sim"): same, ("kestrel", "sim"): same * 1.003,
                                ("queuefka", "sim"): same * 3}}).axes[0]
