@@ -94,7 +94,7 @@ def make_world(kind: str, seed: int, workload: Workload | None = None) -> World:
         config = SimConfig.from_spec(workload.sim) if workload is not None and workload.sim else None
         return SimWorld(seed, config)
     if kind == "live":
-        from lab.runtime import LiveWorld
+        from lab.live import LiveWorld
 
         return LiveWorld(seed)  # node disks in a temporary folder, removed after the run
     raise ValueError(f"unknown world {kind!r} (sim or live)")

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 
 import simpy
 
-from lab.runtime import NodeDown, checked_relative
+from lab.runtime import NodeDown
+from lab.worlds import checked_relative
 from models.awaitables import Await
 from models.network import LatencyModel
 

@@ -7,7 +7,9 @@ time. The driver is also where a node's stop-the-world pause lives: after any ev
 fires, no process of a paused node resumes until the pause ends, while messages to the
 node keep queueing (they are delivered, and wait at the gate).
 
-Simulated time is integer nanoseconds. Every random draw comes from the world's seed:
+Simulated time is integer nanoseconds since the Unix epoch, starting at ``SIM_EPOCH_NS``:
+the live world's clock has the same origin, so a core (Kestrel's absolute expiry times,
+for one) reads either clock the same way. Every random draw comes from the world's seed:
 one stream per node incarnation, one for the network, one for the disks.
 
 The network is in ``models.network``, the disk in ``models.disk``.
@@ -22,12 +24,16 @@ import random
 import simpy
 from simpy.events import Event as SimPyEvent
 
-from lab.runtime import Boot, Cancelled, NodeDown, as_coroutine, node_random
+from lab.runtime import Boot, Cancelled, NodeDown
+from lab.worlds import as_coroutine, node_random
 from models.awaitables import NS, Await, to_ns
 from models.disk import DiskModel, SimDisk, SimDiskStore
 from models.network import LatencyModel, SimNetwork, SimNetPort
 
 T = TypeVar("T")
+
+#: The sim world's clock at its start: 2023-11-14 22:13:20 UTC, in ns since the epoch.
+SIM_EPOCH_NS = 1_700_000_000 * NS
 
 class _Crash:
     """Interrupt cause: the node crashed; drop the coroutine without resuming it."""
@@ -265,7 +271,7 @@ class SimWorld:
     def __init__(self, seed: int = 0, config: SimConfig | None = None):
         self.seed = seed
         self.config = config or SimConfig()
-        self.env = simpy.Environment()
+        self.env = simpy.Environment(initial_time=SIM_EPOCH_NS)
         self.disk_random = random.Random(f"{seed}:disk")
         self.net = SimNetwork(self, random.Random(f"{seed}:net"), self.config)
         self.nodes: dict[str, SimNode] = {}
@@ -287,7 +293,7 @@ class SimWorld:
         """Run ``main`` on the control node until it returns; return its result."""
         control = self.node("control")
         task = control.spawn(main(control), name="main")
-        self.env.run(until=task.process if until is None else to_ns(until))
+        self.env.run(until=task.process if until is None else self.env.now + to_ns(until))
         if task.process.is_alive:
             raise TimeoutError(f"main did not finish within {until} simulated seconds")
         value = task.process.value

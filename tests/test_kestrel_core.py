@@ -17,8 +17,6 @@ from lab.storage import RuntimeStore
 from lab.workload import parse_workload
 from models.world import SimWorld
 
-EPOCH = 1_700_000_000_000
-
 
 # ---------------------------------------------------------------- configuration
 
@@ -112,7 +110,7 @@ def _sim(body, config: ServerConfig | None = None, seed: int = 1):
     made: list[QueueCollection] = []
 
     async def boot(rt):
-        made.append(QueueCollection(rt, config, RuntimeStore(rt, "queues"), epoch_ms=EPOCH))
+        made.append(QueueCollection(rt, config, RuntimeStore(rt, "queues")))
 
     async def main(control):
         await world.start("k", boot)

@@ -21,7 +21,7 @@ import pytest
 from lab.backends.queuefka.core import Config, QueuefkaCore
 from lab.backends.queuefka.driver import SERVER, HttpQueuefkaClient, SimQueuefkaClient
 from lab.backends.queuefka.http_front import start_http
-from lab.runtime import LiveWorld
+from lab.live import LiveWorld
 from models.world import SimWorld
 
 Exercise = Callable[[httpx.AsyncClient, QueuefkaCore, int], Awaitable[Any]]

@@ -17,7 +17,7 @@ from lab.backends.queuefka.core import Config, QueuefkaCore
 from lab.backends.queuefka.groups import Consumer, apply_retention, committed_offsets
 from lab.backends.queuefka.http_front import start_http
 from lab.storage import FileStore
-from lab.runtime import LiveWorld
+from lab.live import LiveWorld
 from lab.runner import run
 from lab.workload import parse_workload
 from models.world import SimWorld

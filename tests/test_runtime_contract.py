@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from lab.runtime import Cancelled, CallTimeout, LiveWorld, RemoteError, Unreachable, node_random
+from lab.live import LiveWorld
+from lab.runtime import Cancelled, CallTimeout, RemoteError, Unreachable
+from lab.worlds import node_random
 from models.world import SimWorld
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from lab.runtime import CallTimeout
 from models.disk import DiskModel
 from models.network import LatencyModel
-from models.world import SimConfig, SimWorld
+from models.world import SIM_EPOCH_NS, SimConfig, SimWorld
 
 MS = 1_000_000
 
@@ -48,10 +50,10 @@ def test_a_paused_node_runs_nothing_until_resumed_while_messages_queue():
         call = client.spawn(client.net.call("server", "during pause", timeout=5.0))
         await rt.sleep(0.5)
         assert not handled and not call.done()  # the request arrived but waits at the gate
-        ticks_during_pause = [t for t in ticks if 21 * MS < t < 520 * MS]
+        ticks_during_pause = [t - SIM_EPOCH_NS for t in ticks if 21 * MS < t - SIM_EPOCH_NS < 520 * MS]
         world.resume("server")
         reply = await call
-        return reply, ticks_during_pause, handled[0][0], rt.now_ns()
+        return reply, ticks_during_pause, handled[0][0] - SIM_EPOCH_NS, rt.now_ns() - SIM_EPOCH_NS
 
     reply, during, handled_at, now = world.run(main)
     assert reply == "during pause"
@@ -244,3 +246,14 @@ def test_runs_with_the_same_seed_are_identical():
 
     assert trace(11) == trace(11)
     assert trace(11) != trace(12)
+
+
+def test_both_worlds_count_time_from_the_unix_epoch():
+    from lab.live import LiveWorld
+
+    async def now(rt):
+        return rt.now_ns()
+
+    assert SimWorld(seed=1).run(now) == SIM_EPOCH_NS
+    live = LiveWorld(seed=1).run(now)
+    assert abs(live / 1e9 - time.time()) < 60  # the live clock is the wall clock's

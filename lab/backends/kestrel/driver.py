@@ -26,8 +26,6 @@ from lab.storage import RuntimeStore
 
 SERVER = "kestrel"
 QUEUE_PATH = "queues"
-#: The sim world's clock starts at 0; items carry wall-clock ms, so give it a fixed epoch.
-SIM_EPOCH_MS = 1_700_000_000_000
 
 
 class SimMemcacheFront:
@@ -196,8 +194,7 @@ class KestrelBackend(Backend):
 
         async def boot(rt: Runtime) -> None:
             store = RuntimeStore(rt, QUEUE_PATH)
-            collection = self._collection = QueueCollection(rt, self.config, store,
-                                                            epoch_ms=0 if live else SIM_EPOCH_MS)
+            collection = self._collection = QueueCollection(rt, self.config, store)
             if live:
                 from lab.backends.kestrel.server import KestrelServer
 

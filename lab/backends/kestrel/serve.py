@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lab.backends.kestrel.config import ServerConfig, load_config
-from lab.runtime import LiveWorld, Runtime
+from lab.live import LiveWorld
+from lab.runtime import Runtime
 from lab.storage import RuntimeStore
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ def serve(args: argparse.Namespace, ready=print) -> None:
         made: list["QueueCollection"] = []
 
         async def boot(rt: Runtime) -> None:
-            made.append(QueueCollection(rt, config, RuntimeStore(rt, "."), epoch_ms=0,
+            made.append(QueueCollection(rt, config, RuntimeStore(rt, "."),
                                         memory_budget=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")))
 
         rt = await world.start(NODE, boot)

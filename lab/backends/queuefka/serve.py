@@ -14,7 +14,8 @@ from pathlib import Path
 
 from lab.backends.queuefka.core import Config, QueuefkaCore
 from lab.backends.queuefka.http_front import HEADER_TIMEOUT, start_http
-from lab.runtime import LiveWorld, Runtime
+from lab.live import LiveWorld
+from lab.runtime import Runtime
 
 NODE = "queuefka"
 

@@ -60,15 +60,11 @@ class ServerStats:
 class QueueCollection:
     """The queues under ``config.queue_path`` (a Store), created on first use."""
 
-    def __init__(self, rt: Runtime, config: ServerConfig, store, epoch_ms: int | None = None,
-                 memory_budget: int = 1 << 30):
+    def __init__(self, rt: Runtime, config: ServerConfig, store, memory_budget: int = 1 << 30):
         self.rt = rt
         self.memory_budget = memory_budget  # the JVM heap of the original's reserved_memory_ratio
         self.config = config
         self.store = store
-        # Items carry wall-clock milliseconds (exptime may be absolute unix seconds); the
-        # sim world passes a fixed epoch so its expiry is deterministic.
-        self.epoch_ms = epoch_ms if epoch_ms is not None else 0
         self.started_ms = self.now_ms()
         self.queues: dict[str, KestrelQueue] = {}
         self.fanouts: dict[str, list[str]] = {}  # master -> children
@@ -83,7 +79,9 @@ class QueueCollection:
                 log.warning("ignoring journal file of illegal queue name %r", name)
 
     def now_ms(self) -> int:
-        return self.epoch_ms + self.rt.now_ns() // 1_000_000
+        """Unix milliseconds, as items carry them (exptime may be absolute unix seconds):
+        both worlds' clocks count from the epoch."""
+        return self.rt.now_ns() // 1_000_000
 
     # ------------------------------------------------------------------ names
     def queue(self, name: str, create: bool = True) -> KestrelQueue | None:

@@ -13,7 +13,7 @@ import asyncio
 import os
 from pathlib import Path
 
-from lab.runtime import checked_relative
+from lab.worlds import checked_relative
 
 
 class LiveFile:
