@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -58,12 +58,29 @@ _PER_ROW = ("node", "client", "op", "queue", "msg_id", "t_start_ns", "latency_ns
 
 
 class Recorder:
-    """Collects the samples of one run, column by column (cheap on the hot path)."""
+    """Collects the samples of one run, column by column (cheap on the hot path).
 
-    def __init__(self, run_id: str, world: str, backend: str, scenario: str):
+    ``measure`` times and records one operation, as Locust's ``events.request.measure()``
+    does: ``classify`` turns an exception the operation raised into its outcome (``fail``
+    or ``info``), and ``phase_of`` names the phase of its start time.
+    """
+
+    def __init__(self, run_id: str, world: str, backend: str, scenario: str,
+                 classify: Callable[[BaseException], str] = lambda error: "info",
+                 phase_of: Callable[[int], str] = lambda t_ns: "steady"):
         self.run = {"run_id": run_id, "world": world, "backend": backend, "scenario": scenario}
         self.columns: dict[str, list] = {name: [] for name in _PER_ROW}
         self._append = [self.columns[name].append for name in _PER_ROW]
+        self.classify = classify
+        self.phase_of = phase_of
+
+    def measure(self, clock: Callable[[], int], node: str, client: str, op: str, queue: str,
+                msg_id: str | None = None, nbytes: int = 0, delay_ns: int | None = None) -> "Measurement":
+        """``with recorder.measure(rt.now_ns, ...) as m: await ...`` records one sample when
+        the block ends: ok if it returns, ``m.fail(why)`` for a definite failure found in a
+        reply, the classified outcome if it raises (the exception is recorded and
+        swallowed, as Locust's measure does; cancellation passes through unrecorded)."""
+        return Measurement(self, clock, node, client, op, queue, msg_id, nbytes, delay_ns)
 
     def record(
         self,
@@ -75,9 +92,9 @@ class Recorder:
         t_start_ns: int,
         latency_ns: int,
         outcome: str,
-        error: str | None,
-        nbytes: int,
-        phase: str,
+        error: str | None = None,
+        nbytes: int = 0,
+        phase: str = "steady",
         delay_ns: int | None = None,
     ) -> None:
         values = (node, client, op, queue, msg_id, t_start_ns, latency_ns, outcome, error, nbytes, phase, delay_ns)
@@ -96,6 +113,46 @@ class Recorder:
             else:
                 arrays.append(pa.array(self.columns[field.name], field.type))
         return pa.Table.from_arrays(arrays, schema=SAMPLE_SCHEMA)
+
+
+class Measurement:
+    """One operation being timed; the block sets ``msg_id`` and ``bytes`` as it learns them."""
+
+    __slots__ = ("recorder", "clock", "node", "client", "op", "queue", "msg_id", "bytes", "delay_ns",
+                 "start_ns", "end_ns", "phase", "outcome", "error")
+
+    def __init__(self, recorder: Recorder, clock: Callable[[], int], node: str, client: str, op: str, queue: str,
+                 msg_id: str | None, nbytes: int, delay_ns: int | None):
+        self.recorder, self.clock = recorder, clock
+        self.node, self.client, self.op, self.queue = node, client, op, queue
+        self.msg_id, self.bytes, self.delay_ns = msg_id, nbytes, delay_ns
+        self.start_ns = self.end_ns = 0
+        self.phase = ""
+        self.outcome, self.error = "ok", None
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "ok"
+
+    def fail(self, error: str) -> None:
+        """The operation returned, but definitely did not happen (an empty get: "empty")."""
+        self.outcome, self.error = "fail", error
+
+    def __enter__(self) -> "Measurement":
+        self.start_ns = self.clock()
+        self.phase = self.recorder.phase_of(self.start_ns)  # the phase it started in
+        return self
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        if error is not None and not isinstance(error, Exception):
+            return False  # cancellation, KeyboardInterrupt: not an outcome of the operation
+        self.end_ns = self.clock()
+        if error is not None:
+            self.outcome, self.error = self.recorder.classify(error), f"{type(error).__name__}: {error}"[:200]
+        self.recorder.record(self.node, self.client, self.op, self.queue, self.msg_id, self.start_ns,
+                             self.end_ns - self.start_ns, self.outcome, self.error, self.bytes, self.phase,
+                             self.delay_ns)
+        return True
 
 
 def write_samples(table: pa.Table, path: str | Path) -> None:

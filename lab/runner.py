@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from lab import message
-from lab.backends import Backend, Delivery, QueueClient, Rejected, backend_class
+from lab.backends import Backend, QueueClient, backend_class, outcome_of
 from lab.checker import Verdict, check
 from lab.paths import make_run_dir, runs_dir
 from lab.provenance import machine, versions
 from lab.record import Recorder, write_samples
-from lab.runtime import Cancelled, RemoteError, Runtime, Unreachable, World
+from lab.runtime import Runtime, World
 from lab.summary import summarize
 from lab.workload import Workload, WorkloadError
 
@@ -127,7 +127,7 @@ def run(
     created = make_run_dir(run_dir)
     try:
         the_world = make_world(world, seed, workload)
-        recorder = Recorder(run_id, world, backend, workload.name)
+        recorder = Recorder(run_id, world, backend, workload.name, classify=outcome_of)
         warnings: list[str] = []
         wall_start = time.perf_counter()
         world_seconds = the_world.run(
@@ -155,6 +155,7 @@ async def _main(control: Runtime, world: World, backend: Backend, workload: Work
     await backend.start()
     t0 = control.now_ns()
     state = _State(t0, round(workload.warmup * 1e9))
+    recorder.phase_of = state.phase
     reliable = workload.reliable
     queues = [f"q{i}" for i in range(workload.queues)]
 
@@ -209,15 +210,6 @@ def _split(total: int, parts: int) -> list[int]:
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
-def _outcome(error: BaseException) -> str:
-    """fail when the operation certainly did not happen; info when it may have."""
-    return "fail" if isinstance(error, (Rejected, Unreachable, RemoteError)) else "info"
-
-
-def _error_text(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"[:200]
-
-
 async def _produce(rt: Runtime, client: QueueClient, name: str, queue: str, size: int, rate: float,
                    stop_at: int | None, quota: int | None, recorder: Recorder, state: _State) -> None:
     interval = round(1e9 / rate) if rate else 0
@@ -235,20 +227,12 @@ async def _produce(rt: Runtime, client: QueueClient, name: str, queue: str, size
         intended += interval
         msg_id = message.message_id(name, seq)
         body = message.encode(msg_id, start, size)
-        outcome, error = "ok", None
-        try:
+        with recorder.measure(rt.now_ns, rt.node, name, "put", queue, msg_id, len(body), delay) as put:
             await client.put(queue, body)
-        except Cancelled:
-            raise
-        except Exception as e:
-            outcome, error = _outcome(e), _error_text(e)
-        end = rt.now_ns()
-        recorder.record(rt.node, name, "put", queue, msg_id, start, end - start, outcome, error, len(body),
-                        state.phase(start), delay)
         state.puts += 1
-        state.enqueued += outcome == "ok"
+        state.enqueued += put.ok
         seq += 1
-        if outcome != "ok" and end == start:
+        if not put.ok and put.end_ns == put.start_ns:
             await rt.sleep(RETRY_PAUSE)  # an instant failure must not spin the clock in place
     await client.close()
 
@@ -261,51 +245,34 @@ async def _consume(rt: Runtime, client: QueueClient, name: str, queues: list[str
     while True:
         queue = queues[turn % len(queues)]
         turn += 1
-        start = rt.now_ns()
         draining = state.draining
         if draining:
-            drain_deadline = drain_deadline or start + round(DRAIN_LIMIT * 1e9)
-            if start >= drain_deadline:
+            now = rt.now_ns()
+            drain_deadline = drain_deadline or now + round(DRAIN_LIMIT * 1e9)
+            if now >= drain_deadline:
                 break
-        phase = state.phase(start)
-        try:
+        delivery = None
+        with recorder.measure(rt.now_ns, rt.node, name, "get", queue) as get:
             delivery = await client.get(queue, POLL_WAIT)
-        except Cancelled:
-            raise
-        except Exception as e:
-            end = rt.now_ns()
-            recorder.record(rt.node, name, "get", queue, None, start, end - start, _outcome(e), _error_text(e), 0, phase)
-            await rt.sleep(RETRY_PAUSE)
-            continue
-        end = rt.now_ns()
+            if delivery is None:
+                get.fail("empty")
+            else:
+                get.msg_id, _ = message.decode(delivery.body)
+                get.bytes = len(delivery.body)
         if delivery is None:
-            recorder.record(rt.node, name, "get", queue, None, start, end - start, "fail", "empty", 0, phase)
-            if draining:
+            if get.error != "empty":
+                await rt.sleep(RETRY_PAUSE)  # the get failed: back off
+            elif draining:
                 empty_in_drain.add(queue)
                 if len(empty_in_drain) == len(queues):
                     break
             continue
         empty_in_drain.discard(queue)
         state.delivered += 1
-        msg_id, _ = message.decode(delivery.body)
-        recorder.record(rt.node, name, "get", queue, msg_id, start, end - start, "ok", None, len(delivery.body), phase)
         if reliable:
-            await _ack(rt, client, name, delivery, msg_id, recorder, state)
+            with recorder.measure(rt.now_ns, rt.node, name, "ack", delivery.queue, get.msg_id):
+                await client.ack(delivery)
     await client.close()
-
-
-async def _ack(rt: Runtime, client: QueueClient, name: str, delivery: Delivery, msg_id: str,
-               recorder: Recorder, state: _State) -> None:
-    start = rt.now_ns()
-    outcome, error = "ok", None
-    try:
-        await client.ack(delivery)
-    except Cancelled:
-        raise
-    except Exception as e:
-        outcome, error = _outcome(e), _error_text(e)
-    end = rt.now_ns()
-    recorder.record(rt.node, name, "ack", delivery.queue, msg_id, start, end - start, outcome, error, 0, state.phase(start))
 
 
 class _Progress:

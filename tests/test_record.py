@@ -76,3 +76,33 @@ def test_empty_and_negative():
         LogHistogram().add(-1)
     with pytest.raises(ValueError):
         LogHistogram().quantile(1.5)
+
+
+def test_measure_times_classifies_and_records_one_operation():
+    import asyncio
+
+    from lab.backends import Rejected, outcome_of
+
+    ticks = iter(range(100, 10_000, 10))
+    rec = Recorder("r", "sim", "ideal", "s", classify=outcome_of, phase_of=lambda t: "fault" if t >= 120 else "steady")
+    clock = lambda: next(ticks)  # noqa: E731
+    with rec.measure(clock, "p0", "p0", "put", "q0", "p0:0", 100, delay_ns=3) as put:
+        pass
+    with rec.measure(clock, "c0", "c0", "get", "q0") as get:
+        get.fail("empty")
+    with rec.measure(clock, "c0", "c0", "ack", "q0", "p0:0") as refused:
+        raise Rejected("no such xid")
+    with rec.measure(clock, "c0", "c0", "ack", "q0", "p0:0") as lost:
+        raise TimeoutError("no reply")
+    assert (put.ok, get.ok, refused.outcome, lost.outcome) == (True, False, "fail", "info")
+    with pytest.raises(asyncio.CancelledError):  # cancellation is no outcome: not recorded
+        with rec.measure(clock, "c0", "c0", "get", "q0"):
+            raise asyncio.CancelledError()
+    rows = rec.table().to_pylist()
+    assert [(r["op"], r["outcome"], r["error"], r["phase"], r["t_start_ns"], r["latency_ns"]) for r in rows] == [
+        ("put", "ok", None, "steady", 100, 10),
+        ("get", "fail", "empty", "fault", 120, 10),
+        ("ack", "fail", "Rejected: no such xid", "fault", 140, 10),
+        ("ack", "info", "TimeoutError: no reply", "fault", 160, 10),
+    ]
+    assert (rows[0]["msg_id"], rows[0]["bytes"], rows[0]["delay_ns"]) == ("p0:0", 100, 3)

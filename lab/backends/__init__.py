@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
 from lab.backends.options import TIMEOUT, BadOption, Option, check  # noqa: F401 (BadOption: re-exported)
-from lab.runtime import Runtime, World
+from lab.runtime import RemoteError, Runtime, Unreachable, World
 
 # name -> "module:Class"; imported on first use so one design's dependencies
 # never slow down or break another's.
@@ -36,6 +36,12 @@ class Rejected(Exception):
 
 class UnknownBackend(ValueError):
     pass
+
+
+def outcome_of(error: BaseException) -> str:
+    """A client's exception as a sample outcome: ``fail`` when the operation certainly did
+    not happen, ``info`` when it may have (a timeout above all)."""
+    return "fail" if isinstance(error, (Rejected, Unreachable, RemoteError)) else "info"
 
 
 @dataclass(frozen=True)
