@@ -9,13 +9,15 @@ and writes the run directory:
     results/runs/<run_id>/manifest.json     workload, backend, world, seed, versions,
                                             machine, timings, checker verdict, summary
 
-Producers follow OMB's rate limiter: intended send times at a fixed interval; a
-producer that falls behind sends at once until it catches up (rate 0: closed loop).
+Producers follow OMB's rate limiter: intended send times at a fixed interval, or at
+exponential gaps (``arrivals: poisson``); a producer that falls behind sends at once
+until it catches up, and records how late each send started (rate 0: closed loop).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import secrets
 import shutil
@@ -23,7 +25,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Iterator, TextIO
 
 from lab import message
 from lab.backends import Backend, QueueClient, backend_class, outcome_of
@@ -178,7 +180,8 @@ async def _main(control: Runtime, world: World, backend: Backend, workload: Work
         rt = world.node(name)
         client = backend.client(rt, reliable)
         producers.append(rt.spawn(_produce(rt, client, name, queues[i % len(queues)], workload.message_size,
-                                           rate_each, stop_at, quotas[i], recorder, state), name=name))
+                                           _gaps(rt, rate_each, workload.arrivals), stop_at, quotas[i],
+                                           recorder, state), name=name))
     consumers = []
     for i, name in enumerate(consumer_nodes):
         rt = world.node(name)
@@ -210,21 +213,30 @@ def _split(total: int, parts: int) -> list[int]:
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
-async def _produce(rt: Runtime, client: QueueClient, name: str, queue: str, size: int, rate: float,
+def _gaps(rt: Runtime, rate: float, arrivals: str) -> Iterator[int] | None:
+    """Nanoseconds between a producer's scheduled sends: constant, or exponential (Poisson
+    arrivals) drawn from the node's seeded random source; None for a closed loop."""
+    if not rate:
+        return None
+    if arrivals == "poisson":
+        return (round(rt.random.expovariate(rate) * 1e9) for _ in itertools.count())
+    return itertools.repeat(round(1e9 / rate))
+
+
+async def _produce(rt: Runtime, client: QueueClient, name: str, queue: str, size: int, gaps: Iterator[int] | None,
                    stop_at: int | None, quota: int | None, recorder: Recorder, state: _State) -> None:
-    interval = round(1e9 / rate) if rate else 0
     intended = rt.now_ns()
     seq = 0
     while quota is None or seq < quota:
-        if interval:
+        if gaps is not None:
             now = rt.now_ns()
             if intended > now:
                 await rt.sleep((intended - now) / 1e9)
         start = rt.now_ns()
-        if stop_at is not None and (intended if interval else start) >= stop_at:
+        if stop_at is not None and (intended if gaps is not None else start) >= stop_at:
             break
-        delay = start - intended if interval else None
-        intended += interval
+        delay = start - intended if gaps is not None else None
+        intended += next(gaps) if gaps is not None else 0
         msg_id = message.message_id(name, seq)
         body = message.encode(msg_id, start, size)
         with recorder.measure(rt.now_ns, rt.node, name, "put", queue, msg_id, len(body), delay) as put:

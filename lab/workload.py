@@ -7,6 +7,7 @@
     consumers: 1
     message_size: 100          # bytes per message body
     rate: 1000                 # messages/s in total; 0 = as fast as possible (closed loop)
+    arrivals: constant         # with a rate: constant gaps, or poisson (exponential gaps)
     duration: 5                # seconds of load after warm-up ... or
     messages: 10000            # ... a total number of messages (exactly one of the two)
     ack: auto                  # auto: a get removes the message; reliable: get, then ack
@@ -31,6 +32,7 @@ import yaml
 FAULT_KINDS = ("partition", "pause", "crash", "disk-delay", "loss")
 PARTITION_MODES = ("isolate", "one-way-in", "one-way-out")
 ACK_MODES = ("auto", "reliable")
+ARRIVALS = ("constant", "poisson")
 STANDARD_DIR = Path(__file__).parent / "workloads"
 
 
@@ -69,6 +71,7 @@ class Workload:
     consumers: int = 1
     message_size: int = 100
     rate: float = 0.0
+    arrivals: str = "constant"
     duration: float | None = None
     messages: int | None = None
     ack: str = "auto"
@@ -96,7 +99,7 @@ class Workload:
         return replace(self, seed=seed)
 
 
-_FIELDS = ("name", "description", "queues", "producers", "consumers", "message_size", "rate", "duration",
+_FIELDS = ("name", "description", "queues", "producers", "consumers", "message_size", "rate", "arrivals", "duration",
            "messages", "ack", "warmup", "seed", "faults", "sim")
 _FAULT_FIELDS = ("fault", "at", "duration", "target", "mode", "tear", "ms", "p")
 _SIM_FIELDS = ("latency", "loss", "fifo_links", "fsync")
@@ -175,6 +178,11 @@ def parse_workload(data: Any, source: str = "<workload>") -> Workload:
     ack = data.get("ack", "auto")
     if ack not in ACK_MODES:
         raise fail("ack", f"must be one of {', '.join(ACK_MODES)}, got {ack!r}")
+    arrivals = data.get("arrivals", "constant")
+    if arrivals not in ARRIVALS:
+        raise fail("arrivals", f"must be one of {', '.join(ARRIVALS)}, got {arrivals!r}")
+    if arrivals == "poisson" and not data.get("rate"):
+        raise fail("arrivals", "poisson arrivals need a 'rate' > 0 (their mean)")
     seed = data.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise fail("seed", f"must be a whole number, got {seed!r}")
@@ -194,6 +202,7 @@ def parse_workload(data: Any, source: str = "<workload>") -> Workload:
         consumers=integer("consumers", 1, 1),
         message_size=integer("message_size", 100, 1),
         rate=number("rate", 0.0, 0),
+        arrivals=arrivals,
         duration=duration,
         messages=messages,
         ack=ack,

@@ -107,3 +107,28 @@ def test_the_progress_bar_covers_the_drain(tmp_path):
     done, left = re.search(r"\| (\d+)/(\d+) ", last).groups()
     assert done == left and int(left) > 100  # there was a backlog to drain
     assert result.verdict.valid
+
+
+@pytest.mark.parametrize("arrivals, cv_range", [("constant", (0.0, 0.05)), ("poisson", (0.85, 1.15))])
+def test_arrivals_constant_or_poisson(tmp_path, arrivals, cv_range):
+    import numpy as np
+
+    w = parse_workload({"name": "arrivals", "rate": 2000, "duration": 2.0, "arrivals": arrivals, "seed": 11})
+    puts = read_samples(run(w, "ideal", "sim", out=tmp_path / "a", progress=False).run_dir)
+    puts = puts.filter(pc.equal(puts.column("op"), "put"))
+    # the scheduled send times: when each put started, less how late it started
+    intended = np.sort(puts.column("t_start_ns").to_numpy() - puts.column("delay_ns").to_numpy())
+    gaps = np.diff(intended) / 1e9
+    assert 3600 < len(puts) < 4400  # the rate holds on average
+    assert np.mean(gaps) == pytest.approx(1 / 2000, rel=0.05)
+    cv = np.std(gaps) / np.mean(gaps)  # 0 for constant gaps, 1 for exponential ones
+    assert cv_range[0] <= cv <= cv_range[1]
+    again = read_samples(run(w, "ideal", "sim", out=tmp_path / "b", progress=False).run_dir)
+    assert without_run_id(again.filter(pc.equal(again.column("op"), "put"))) == without_run_id(puts)
+
+
+def test_poisson_arrivals_need_a_rate():
+    with pytest.raises(WorkloadError, match="arrivals.*need a 'rate'"):
+        parse_workload({"name": "x", "arrivals": "poisson", "duration": 1})
+    with pytest.raises(WorkloadError, match="arrivals.*constant, poisson"):
+        parse_workload({"name": "x", "rate": 10, "arrivals": "bursty", "duration": 1})
