@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from lab.backends.kestrel.core.collection import MAX_NAME_LENGTH
-from lab.backends.kestrel.journal import queue_of_file
-from lab.backends.kestrel.protocol import MAX_LINE
+from lab.backends.kestrel.core.journal import queue_of_file
+from lab.backends.kestrel.wire.protocol import MAX_LINE
 from tests.kestrel_support import KestrelProcess, Raw, server_fixtures, stats
 
 CONFIG = """

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lab.backends.kestrel.dump import NotAJournal, qdump, render
-from lab.backends.kestrel.journal import (Add, ConfirmRemove, Continue, Item, Journal, Remove, RemoveTentative,
+from lab.backends.kestrel.core.journal import (Add, ConfirmRemove, Continue, Item, Journal, Remove, RemoveTentative,
                                           SaveXid, SyncPolicy, Unremove, decode, encode, iter_records, queue_names)
 from lab.storage import FileStore
 

@@ -18,7 +18,7 @@ from typing import Any, Awaitable, Callable
 import httpx
 import pytest
 
-from lab.backends.queuefka.core import Config, QueuefkaCore
+from lab.backends.queuefka.core.broker import Config, QueuefkaCore
 from lab.backends.queuefka.driver import SERVER, HttpQueuefkaClient, SimQueuefkaClient
 from lab.backends.queuefka.http_front import start_http
 from lab.live import LiveWorld

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from lab.backends.queuefka import AddressError, CorruptRecord, FsyncPolicy, Reader, Writer
-from lab.backends.queuefka.batch import frame_many, parse, xxh32_rows
-from lab.backends.queuefka.framing import checksum, frame, segment_name
+from lab.backends.queuefka.core.batch import frame_many, parse, xxh32_rows
+from lab.backends.queuefka.core.framing import checksum, frame, segment_name
 
 DATA = Path(__file__).parent / "data"
 

@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from lab.backends.queuefka import Reader, Writer
-from lab.backends.queuefka.core import Config, QueuefkaCore
-from lab.backends.queuefka.groups import Consumer, apply_retention, committed_offsets
+from lab.backends.queuefka.core.broker import Config, QueuefkaCore
+from lab.backends.queuefka.core.groups import Consumer, apply_retention, committed_offsets
 from lab.backends.queuefka.http_front import start_http
 from lab.storage import FileStore
 from lab.live import LiveWorld

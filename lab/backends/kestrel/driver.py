@@ -17,9 +17,9 @@ from typing import Any
 from lab.backends import Backend, Delivery, QueueClient, Rejected
 from lab.backends.kestrel.config import QUEUE_OPTIONS, ServerConfig, config_from_mapping
 from lab.backends.kestrel.core.collection import QueueCollection
-from lab.backends.kestrel.core.memcache import MemcacheHandler
+from lab.backends.kestrel.wire.memcache import MemcacheHandler
 from lab.backends.kestrel.core.session import Session
-from lab.backends.kestrel.protocol import MemcacheParser, ProtocolDrop
+from lab.backends.kestrel.wire.protocol import MemcacheParser, ProtocolDrop
 from lab.runtime import Runtime
 from lab.backends.options import TIMEOUT, Option, whole
 from lab.storage import RuntimeStore

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from lab.backends.kestrel.journal import (Add, BrokenRecord, ConfirmRemove, Continue, Record, Remove,
+from lab.backends.kestrel.core.journal import (Add, BrokenRecord, ConfirmRemove, Continue, Record, Remove,
                                           RemoveTentative, SaveXid, Truncated, Unremove, decode)
 
 

@@ -16,10 +16,10 @@ from typing import Any, Callable
 from aiohttp import web
 
 from lab.backends.kestrel.core.collection import QueueCollection
-from lab.backends.kestrel.core.memcache import MemcacheHandler
+from lab.backends.kestrel.wire.memcache import MemcacheHandler
 from lab.backends.kestrel.core.session import Session
-from lab.backends.kestrel.core.text import TextHandler
-from lab.backends.kestrel.protocol import MemcacheParser, ProtocolDrop, TextParser
+from lab.backends.kestrel.wire.text import TextHandler
+from lab.backends.kestrel.wire.protocol import MemcacheParser, ProtocolDrop, TextParser
 
 log = logging.getLogger(__name__)
 

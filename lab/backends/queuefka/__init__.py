@@ -6,8 +6,8 @@ The library (synchronous, embeddable; plain files by default, a Runtime's disk i
 world): ``Writer``, ``Reader``, ``CorruptRecord``.
 """
 
-from lab.backends.queuefka.framing import CorruptRecord
-from lab.backends.queuefka.reader import AddressError, Reader
-from lab.backends.queuefka.writer import FsyncPolicy, WriteError, Writer
+from lab.backends.queuefka.core.framing import CorruptRecord
+from lab.backends.queuefka.core.reader import AddressError, Reader
+from lab.backends.queuefka.core.writer import FsyncPolicy, WriteError, Writer
 
 __all__ = ["Writer", "Reader", "CorruptRecord", "AddressError", "FsyncPolicy", "WriteError"]

@@ -19,8 +19,8 @@ from typing import Any
 
 from lab.backends import Backend, Delivery, QueueClient, Rejected
 from lab.backends.options import TIMEOUT, Option, choice, number, whole
-from lab.backends.queuefka.core import Commit, Config, Fetch, Fetched, Produce, QueuefkaCore, UnknownTopic
-from lab.backends.queuefka.writer import FsyncPolicy
+from lab.backends.queuefka.core.broker import Commit, Config, Fetch, Fetched, Produce, QueuefkaCore, UnknownTopic
+from lab.backends.queuefka.core.writer import FsyncPolicy
 from lab.runtime import RemoteError, Runtime, Unreachable
 
 SERVER = "queuefka-0"

@@ -34,8 +34,8 @@ from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 
-from lab.backends.queuefka.core import MAX_FETCH, BadRequest, GroupExists, QueuefkaCore, UnknownGroup, UnknownTopic
-from lab.backends.queuefka.framing import DEFAULT_MAX_RECORD
+from lab.backends.queuefka.core.broker import MAX_FETCH, BadRequest, GroupExists, QueuefkaCore, UnknownGroup, UnknownTopic
+from lab.backends.queuefka.core.framing import DEFAULT_MAX_RECORD
 from lab.backends.queuefka.http_errors import JsonErrorRunner, error as _error, json_errors
 
 CORE = web.AppKey("core", QueuefkaCore)

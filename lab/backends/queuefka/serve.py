@@ -12,7 +12,7 @@ import asyncio
 import signal
 from pathlib import Path
 
-from lab.backends.queuefka.core import Config, QueuefkaCore
+from lab.backends.queuefka.core.broker import Config, QueuefkaCore
 from lab.backends.queuefka.http_front import HEADER_TIMEOUT, start_http
 from lab.live import LiveWorld
 from lab.runtime import Runtime

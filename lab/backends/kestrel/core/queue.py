@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from lab.backends.kestrel.config import QueueConfig
-from lab.backends.kestrel.journal import (Add, ConfirmRemove, Continue, Item, Journal, Remove,
+from lab.backends.kestrel.core.journal import (Add, ConfirmRemove, Continue, Item, Journal, Remove,
                                           RemoveTentative, SaveXid, SyncPolicy, Unremove)
 from lab.runtime import Runtime
 

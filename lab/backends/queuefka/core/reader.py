@@ -16,8 +16,8 @@ import os
 import time
 from typing import Callable, Iterator
 
-from lab.backends.queuefka.batch import parse
-from lab.backends.queuefka.framing import (
+from lab.backends.queuefka.core.batch import parse
+from lab.backends.queuefka.core.framing import (
     DEFAULT_MAX_RECORD, HEADER, HEADER_SIZE, CorruptRecord, checksum, segment_base, segment_name,
 )
 from lab.storage import FileStore, Handle, Store

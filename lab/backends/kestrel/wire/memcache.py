@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
 from lab.backends.kestrel.core.collection import VERSION, BadQueueName, QueueCollection
-from lab.backends.kestrel.protocol import (BINARY_REQUEST, END, MemcacheRequest, binary_unknown_command, java_int,
+from lab.backends.kestrel.wire.protocol import (BINARY_REQUEST, END, MemcacheRequest, binary_unknown_command, java_int,
                                           memcache_line, memcache_value)
 from lab.backends.kestrel.core.session import STATUSES, Session, Unavailable
 

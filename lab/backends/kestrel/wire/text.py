@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Awaitable, Callable
 
 from lab.backends.kestrel.core.collection import VERSION, BadQueueName, QueueCollection
-from lab.backends.kestrel.protocol import TEXT_NONE, TextRequest, java_int, text_count, text_error, text_item
+from lab.backends.kestrel.wire.protocol import TEXT_NONE, TextRequest, java_int, text_count, text_error, text_item
 from lab.backends.kestrel.core.session import STATUSES, Session, Unavailable
 
 Send = Callable[[bytes], Awaitable[None]]

@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from lab.backends.queuefka.framing import segment_base, segment_name
-from lab.backends.queuefka.groups import GROUP_SUFFIX, MODES, Consumer, apply_retention, check_group_name, committed_offsets
-from lab.backends.queuefka.reader import Reader
+from lab.backends.queuefka.core.framing import segment_base, segment_name
+from lab.backends.queuefka.core.groups import GROUP_SUFFIX, MODES, Consumer, apply_retention, check_group_name, committed_offsets
+from lab.backends.queuefka.core.reader import Reader
 from lab.storage import RuntimeStore
-from lab.backends.queuefka.writer import DEFAULT_SEGMENT_SIZE, FsyncPolicy, Writer
+from lab.backends.queuefka.core.writer import DEFAULT_SEGMENT_SIZE, FsyncPolicy, Writer
 from lab.runtime import Runtime
 
 MAX_FETCH = 10_000

@@ -21,9 +21,9 @@ import re
 import struct
 from typing import Any
 
-from lab.backends.queuefka.batch import parse
-from lab.backends.queuefka.framing import frame, segment_base, segment_name
-from lab.backends.queuefka.reader import Reader
+from lab.backends.queuefka.core.batch import parse
+from lab.backends.queuefka.core.framing import frame, segment_base, segment_name
+from lab.backends.queuefka.core.reader import Reader
 from lab.storage import FileStore, Handle, Store
 
 GROUP_SUFFIX = ".group"

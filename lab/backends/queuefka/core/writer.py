@@ -21,8 +21,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from lab.backends.queuefka.batch import frame_many, parse
-from lab.backends.queuefka.framing import (
+from lab.backends.queuefka.core.batch import frame_many, parse
+from lab.backends.queuefka.core.framing import (
     DEFAULT_MAX_RECORD, HEADER, HEADER_SIZE, MAX_PAYLOAD, check_payload_size, checksum, segment_base,
     segment_name,
 )
