@@ -588,7 +588,7 @@ def test_reload_changes_queue_configuration(tmp_path: Path):
 
 @pytest.mark.slow
 def test_kill_9_cycles_lose_no_stored_item_with_sync_journal_always():
-    from lab.bench.kestrel import crash_cycles
+    from lab.backends.kestrel.bench import crash_cycles
 
     totals = crash_cycles(5, seed=2, min_stored=200)
     assert totals["stored"] >= 5 * 200 and totals["lost"] == 0, totals
