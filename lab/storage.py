@@ -1,17 +1,17 @@
-"""Where a design's files live: plain files (the default), or a Runtime's disk (the sim world).
+"""The Store port: a design's folder of files, the one file port a core uses.
 
 One folder per store (a Queuefka topic, a Kestrel queue path). The designs' file formats
-are synchronous and embeddable, so this port is synchronous too — except
-fsync on a Runtime disk, which takes simulated (or executor) time: ``RuntimeStore``
-starts each requested fsync at once and its owner awaits ``settle()`` before it
-acknowledges anything. ``FileStore.fsync`` simply blocks.
+are synchronous and embeddable, so this port is synchronous too — except fsync on a
+Runtime disk, which takes simulated (or executor) time: ``RuntimeStore`` starts each
+requested fsync at once and its owner awaits ``settle()`` before it acknowledges anything.
+
+Two implementations: ``RuntimeStore`` here (a folder of a Runtime's disk, either world;
+pure, so cores may build one) and ``lab.live.disk.FileStore`` (plain files whose fsync
+blocks, for the embeddable libraries and tools).
 """
 
 from __future__ import annotations
 
-import os
-import time
-from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from lab.runtime import Runtime
@@ -42,111 +42,6 @@ class Store(Protocol):
     def fsync(self, handle: Handle) -> Any: ...
     def sync_names(self) -> None: ...
     def age(self, name: str) -> float: ...
-
-
-class PlainFile:
-    """A real file: appends through ``os.write`` (whole buffers, no partial-record splits)."""
-
-    def __init__(self, path: Path, readonly: bool = False):
-        self.path = path
-        self.fd = os.open(path, os.O_RDONLY) if readonly else os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
-        self._size = os.fstat(self.fd).st_size
-
-    def append(self, data: bytes) -> int:
-        offset = self._size
-        done = 0
-        try:
-            while done < len(data):
-                # No memoryview: an export alive in a traceback would pin the caller's bytearray.
-                done += os.write(self.fd, data[done:] if done else data)
-        except OSError:
-            # A short write would leave a torn record: cut the file back, so the caller's
-            # buffer (which it keeps) is still the exact continuation of the file.
-            os.ftruncate(self.fd, offset)
-            raise
-        self._size = offset + len(data)
-        return offset
-
-    def read(self, offset: int, size: int) -> bytes:
-        return os.pread(self.fd, size, offset)
-
-    def size(self) -> int:
-        # Another process (or another handle) may be appending: ask the OS.
-        return os.fstat(self.fd).st_size
-
-    def truncate(self, size: int) -> None:
-        os.ftruncate(self.fd, size)
-        self._size = size
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-
-class FileStore:
-    """A topic as a real folder of files."""
-
-    def __init__(self, directory: str | os.PathLike, create: bool = False):
-        self.path = Path(directory)
-        self.location = str(self.path)
-        if create:
-            self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
-
-    def names(self) -> list[str]:
-        try:
-            return sorted(os.listdir(self.path))
-        except FileNotFoundError:
-            return []
-
-    def open(self, name: str) -> PlainFile:
-        return PlainFile(self.path / name)
-
-    def open_read(self, name: str) -> PlainFile:
-        return PlainFile(self.path / name, readonly=True)
-
-    def size(self, name: str) -> int:
-        return os.stat(self.path / name).st_size
-
-    def exists(self, name: str) -> bool:
-        return (self.path / name).exists()
-
-    def remove(self, name: str) -> None:
-        os.remove(self.path / name)
-
-    def rename(self, src: str, dst: str) -> None:
-        os.replace(self.path / src, self.path / dst)
-
-    def fsync(self, handle: PlainFile) -> None:
-        """Blocks until the file is on disk (returns None: nothing left to wait for)."""
-        os.fsync(handle.fd)
-
-    def sync_names(self) -> None:
-        """Make created, renamed and removed names durable (fsync the folder)."""
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-    def age(self, name: str) -> float:
-        """Seconds since the file was last written."""
-        return time.time() - os.stat(self.path / name).st_mtime
-
-    def lock(self) -> Any:
-        """Hold an exclusive lock on the topic for one writer (released when closed)."""
-        import fcntl
-
-        fd = os.open(self.path / ".writer.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise RuntimeError(f"{self.location}: another Writer has this topic open") from None
-        return fd
-
-    def unlock(self, token: Any) -> None:
-        os.close(token)
 
 
 class RuntimeFile:

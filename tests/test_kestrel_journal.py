@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from lab.backends.kestrel.dump import NotAJournal, qdump, render
 from lab.backends.kestrel.core.journal import (Add, ConfirmRemove, Continue, Item, Journal, Remove, RemoveTentative,
                                           SaveXid, SyncPolicy, Unremove, decode, encode, iter_records, queue_names)
-from lab.storage import FileStore
+from lab.live.disk import FileStore
 
 
 def records_of(path: Path) -> list:
@@ -104,7 +104,7 @@ def test_legacy_records_decode():
 def test_file_order_temp_files_and_half_finished_pack(tmp_path: Path):
     for name in ("test.50", "test.100", "test.3000", "test", "test~~900", "testing", "test+child"):
         (tmp_path / name).write_bytes(b"")
-    j = Journal(FileStore(tmp_path), "test")
+    j = Journal(FileStore(tmp_path), "test", clock_ms=lambda: 5000)
     assert j.files() == ["test.50", "test.100", "test.3000", "test"]
     assert not (tmp_path / "test~~900").exists()
     (tmp_path / "test.100.pack").write_bytes(encode(Add(Item(b"packed", 1))))
@@ -120,7 +120,7 @@ def test_a_bad_record_cuts_its_own_file_and_replay_goes_on(tmp_path: Path, garba
                                                           caplog: pytest.LogCaptureFixture):
     (tmp_path / "q.100").write_bytes(encode(Add(Item(b"a", 1))) + garbage)
     (tmp_path / "q").write_bytes(encode(Add(Item(b"b", 1))))
-    j = Journal(FileStore(tmp_path), "q")
+    j = Journal(FileStore(tmp_path), "q", clock_ms=lambda: 5000)
     with caplog.at_level(logging.WARNING):
         got = [r.item.data for r in j.replay()]
     assert got == [b"a", b"b"]
@@ -144,7 +144,7 @@ def test_rotate_and_rewrite_sizes_and_contents(tmp_path: Path):
 def _state(tmp_path: Path) -> list[bytes]:
     items: list[bytes] = []
     open_: dict[int, bytes] = {}
-    for r in Journal(FileStore(tmp_path), "q").replay():
+    for r in Journal(FileStore(tmp_path), "q", clock_ms=lambda: 5000).replay():
         if isinstance(r, Add):
             items.append(r.item.data)
         elif isinstance(r, Remove):
@@ -166,7 +166,7 @@ def test_a_crash_inside_a_rewrite_replays_the_same_items(tmp_path: Path, step: s
     if step in ("packed", "cleaned"):
         (tmp_path / "q~~6000").rename(tmp_path / "q.6000.pack")
     if step == "cleaned":
-        Journal(FileStore(tmp_path), "q").files()
+        Journal(FileStore(tmp_path), "q", clock_ms=lambda: 5000).files()
     assert _state(tmp_path) == expected == [b"two", b"three"]
 
 
@@ -195,7 +195,7 @@ class CountingStore(FileStore):
 @pytest.mark.parametrize("policy, expected", [("always", 3), ("never", 0), ("100ms", 0)])
 def test_sync_policies(tmp_path: Path, policy: str, expected: int):
     CountingStore.fsyncs = 0
-    j = Journal(CountingStore(tmp_path), "q", SyncPolicy.parse(policy))
+    j = Journal(CountingStore(tmp_path), "q", SyncPolicy.parse(policy), clock_ms=lambda: 5000)
     for _ in range(3):
         j.add(Item(b"x", 1))
     assert CountingStore.fsyncs == expected
@@ -226,7 +226,7 @@ def test_round_trip_and_corruption_never_yields_an_unwritten_item(tmp_path_facto
     cut = data.draw(st.integers(0, len(damaged)))
     folder = tmp_path_factory.mktemp("fuzz")
     (folder / "q").write_bytes(bytes(damaged[:cut]))
-    replayed = list(Journal(FileStore(folder), "q").replay())
+    replayed = list(Journal(FileStore(folder), "q", clock_ms=lambda: 5000).replay())
     on_disk = bytes(damaged[:cut])
     for r in replayed:
         if isinstance(r, (Add, Continue)):

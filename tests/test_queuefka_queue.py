@@ -14,9 +14,9 @@ import pytest
 
 from lab.backends.queuefka import Reader, Writer
 from lab.backends.queuefka.core.broker import Config, QueuefkaCore
-from lab.backends.queuefka.core.groups import Consumer, apply_retention, committed_offsets
+from lab.backends.queuefka.embedded import Consumer, apply_retention, committed_offsets
 from lab.backends.queuefka.http_front import start_http
-from lab.storage import FileStore
+from lab.live.disk import FileStore
 from lab.live import LiveWorld
 from lab.runner import run
 from lab.workload import parse_workload

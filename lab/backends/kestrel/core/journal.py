@@ -24,11 +24,10 @@ from __future__ import annotations
 import logging
 import re
 import struct
-import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Mapping, Union
 
-from lab.storage import FileStore, Store
+from lab.storage import Store
 
 log = logging.getLogger(__name__)
 
@@ -223,17 +222,7 @@ def queue_of_file(file: str) -> str:
 
 def queue_names(store: Store) -> list[str]:
     """Queues with (finished) journal files in ``store``."""
-    return sorted({queue_of_file(n) for n in store.names() if "~~" not in n and queue_of_file(n)
-                   and _is_file(store, n)})
-
-
-def _is_file(store: Store, name: str) -> bool:
-    path = getattr(store, "path", None)
-    return path is None or (path / name).is_file()
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
+    return sorted({queue_of_file(n) for n in store.names() if "~~" not in n and queue_of_file(n)})
 
 
 class JournalCursor:
@@ -293,11 +282,12 @@ class JournalCursor:
 
 
 class Journal:
-    """The journal files of queue ``name`` in ``store``."""
+    """The journal files of queue ``name`` in ``store``; ``clock_ms`` (ms since the epoch)
+    names rotated files and dates legacy records — the Runtime's clock, or a tool's."""
 
-    def __init__(self, store: Store | str, name: str, sync: SyncPolicy | None = None,
-                 clock_ms: Callable[[], int] = _wall_ms):
-        self.store: Store = FileStore(store, create=True) if isinstance(store, str) else store
+    def __init__(self, store: Store, name: str, sync: SyncPolicy | None = None, *,
+                 clock_ms: Callable[[], int]):
+        self.store = store
         self.name = name
         self.sync = sync or SyncPolicy()
         self.clock_ms = clock_ms

@@ -76,7 +76,7 @@ class KestrelQueue:
         self._rewrite_ok_ms = 0
         self.journal: Journal | None = None
         if config.keep_journal and store is not None and not self.passes_through:
-            self.journal = Journal(store, name, SyncPolicy.parse(config.sync_journal), clock_ms)
+            self.journal = Journal(store, name, SyncPolicy.parse(config.sync_journal), clock_ms=clock_ms)
             self._replay()
         elif store is not None and not config.keep_journal:
             Journal(store, name, clock_ms=clock_ms).erase()  # keepJournal=false: no files at all

@@ -11,12 +11,13 @@ sees these files, so a topic stays readable by it.
 Delivery modes: **at-least-once** — ``poll`` hands records out, the caller commits after
 processing, and a crash before the commit redelivers them; **at-most-once** — ``poll``
 commits before it returns, so a crash while processing loses them instead.
+
+On the Store port; ``lab.backends.queuefka.embedded.Consumer`` takes a folder of plain files.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import re
 import struct
 from typing import Any
@@ -24,7 +25,7 @@ from typing import Any
 from lab.backends.queuefka.core.batch import parse
 from lab.backends.queuefka.core.framing import frame, segment_base, segment_name
 from lab.backends.queuefka.core.reader import Reader
-from lab.storage import FileStore, Handle, Store
+from lab.storage import Handle, Store
 
 GROUP_SUFFIX = ".group"
 MODES = ("at-least-once", "at-most-once")
@@ -134,14 +135,16 @@ class Consumer:
     default: everything polled so far). In at-most-once mode ``poll`` commits first.
     """
 
-    def __init__(self, topic: str | os.PathLike | Store, group: str, mode: str = "at-least-once", **reader: Any):
+    reader_class: type[Reader] = Reader
+
+    def __init__(self, store: Store, group: str, mode: str = "at-least-once", **reader: Any):
         if mode not in MODES:
             raise ValueError(f"mode {mode!r}: use {' or '.join(MODES)}")
-        self.store: Store = topic if not isinstance(topic, (str, os.PathLike)) else FileStore(topic, create=True)
+        self.store = store
         self.group = group
         self.mode = mode
         self.offset = CommittedOffset(self.store, group)
-        self.reader = Reader(self.store, self._start(self.offset.address), **reader)
+        self.reader = self.reader_class(self.store, self._start(self.offset.address), **reader)
 
     def _start(self, address: int) -> int:
         """Where to read from for a committed ``address``, within the log as it is now."""

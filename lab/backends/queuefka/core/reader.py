@@ -7,20 +7,20 @@ a record cut short at the end is "not complete yet" — no error, no lost positi
 checksum mismatch, an impossible length, a record cut short inside a sealed segment or
 a gap between segments raises ``CorruptRecord`` with the address, never returning the
 bytes as data. The reader stays at the bad record; ``seek`` past it on purpose if you must.
+
+On the Store port: the embeddable library on plain files (with ``follow``) is
+``lab.backends.queuefka.embedded.Reader``.
 """
 
 from __future__ import annotations
 
-import gc
-import os
-import time
-from typing import Callable, Iterator
+from typing import Iterator
 
 from lab.backends.queuefka.core.batch import parse
 from lab.backends.queuefka.core.framing import (
     DEFAULT_MAX_RECORD, HEADER, HEADER_SIZE, CorruptRecord, checksum, segment_base, segment_name,
 )
-from lab.storage import FileStore, Handle, Store
+from lab.storage import Handle, Store
 
 _CHUNK = 1 << 20
 
@@ -30,11 +30,11 @@ class AddressError(ValueError):
 
 
 class Reader:
-    """Reads a topic sequentially from ``address`` (a record address; 0 = the beginning)."""
+    """Reads a topic's store sequentially from ``address`` (a record address; 0 = the beginning)."""
 
-    def __init__(self, topic: str | os.PathLike | Store, address: int = 0, *, max_record: int = DEFAULT_MAX_RECORD,
+    def __init__(self, store: Store, address: int = 0, *, max_record: int = DEFAULT_MAX_RECORD,
                  chunk_size: int = _CHUNK):
-        self.store: Store = topic if not isinstance(topic, (str, os.PathLike)) else FileStore(topic)
+        self.store = store
         self.max_record = max_record
         self.chunk_size = max(chunk_size, HEADER_SIZE)
         self._file: Handle | None = None
@@ -104,17 +104,6 @@ class Reader:
 
         Records before a corrupt one are returned; the next call raises ``CorruptRecord``.
         """
-        # Thousands of new tuples hold only ints and bytes: no cycles for the collector to
-        # find, but each 700 allocations it would scan them again (a quarter of the time).
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            return self._read_many(max_count)
-        finally:
-            if collecting:
-                gc.enable()
-
-    def _read_many(self, max_count: int) -> list[tuple[int, bytes]]:
         out: list[tuple[int, bytes]] = []
         while len(out) < max_count:
             parsed = parse(self._buf, self._pos, max_count - len(out), self.max_record,
@@ -142,22 +131,6 @@ class Reader:
         """Every record from here to the current end of the log."""
         while batch := self.read_many():
             yield from batch
-
-    def follow(self, poll: float = 0.05, timeout: float | None = None,
-               sleep: Callable[[float], None] = time.sleep) -> Iterator[tuple[int, bytes]]:
-        """Records as they are appended, waiting ``poll`` seconds between looks at the end;
-        stops after ``timeout`` seconds without a new record (None: never)."""
-        idle = 0.0
-        while True:
-            batch = self.read_many()
-            if batch:
-                idle = 0.0
-                yield from batch
-                continue
-            if timeout is not None and idle >= timeout:
-                return
-            sleep(poll)
-            idle += poll
 
     def _fill(self) -> bool:
         """Bring more bytes into the buffer, moving to the next segment at the end of one.

@@ -8,14 +8,15 @@ Queuefka section): empty payloads are fine, every write returns its address, an 
 error leaves the writer usable and the file without a partial record, a torn tail is
 cut off on reopen (and kept aside in a ``.torn`` file, and logged), and there is an
 fsync policy — the original never fsynced at all.
+
+On the Store port with its clock (and, for threads, its lock) passed in: the embeddable
+library on plain files is ``lab.backends.queuefka.embedded.Writer``.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import threading
-import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -26,7 +27,7 @@ from lab.backends.queuefka.core.framing import (
     DEFAULT_MAX_RECORD, HEADER, HEADER_SIZE, MAX_PAYLOAD, check_payload_size, checksum, segment_base,
     segment_name,
 )
-from lab.storage import FileStore, Store
+from lab.storage import Store
 
 log = logging.getLogger("lab.backends.queuefka")
 
@@ -73,31 +74,34 @@ class WriteError(OSError):
 
 
 class Writer:
-    """Appends records to a topic; one Writer per topic (an advisory lock enforces it).
+    """Appends records to a topic's store; one Writer per topic (where the store can lock,
+    an advisory lock enforces it).
 
-    ``write``/``write_many`` return record addresses; bytes reach the OS at ``flush()``
+    ``write``/``write_many`` return record addresses; bytes reach the store at ``flush()``
     (or when 64 KiB are buffered, or at rotation) and the disk at ``sync()`` or per the
-    fsync policy. Thread-safe for writes.
+    fsync policy. ``clock`` (seconds) times the fsync interval; ``lock`` (a context
+    manager) guards writes when threads share the writer.
     """
 
     def __init__(
         self,
-        topic: str | os.PathLike | Store,
+        store: Store,
         segment_size_hint: int = DEFAULT_SEGMENT_SIZE,
         *,
         fsync: FsyncPolicy | str = "never",
         max_payload: int = DEFAULT_MAX_RECORD,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float],
+        lock: AbstractContextManager | None = None,
     ):
         if segment_size_hint < 0:
             raise ValueError(f"segment_size_hint must be >= 0, not {segment_size_hint}")
-        self.store: Store = topic if not isinstance(topic, (str, os.PathLike)) else FileStore(topic, create=True)
+        self.store = store
         self.hint = int(segment_size_hint)
         self.policy = FsyncPolicy.parse(fsync)
         self._syncing = self.policy.mode != "never"
         self.max_payload = min(max_payload, MAX_PAYLOAD)
         self._clock = clock
-        self._lock = threading.Lock()
+        self._lock = nullcontext() if lock is None else lock
         self._buf = bytearray()
         self._unsynced: set[str] = set()  # segments written since the last fsync
         self._names_dirty = False
