@@ -14,10 +14,11 @@ from typing import Any
 
 import yaml
 
-from lab.backends import REGISTRY, BadOption, UnknownBackend, backend_class
+from lab.backends import REGISTRY, BadOption, UnknownBackend, backend_class, design_module
 from lab.compare import NothingToRun
 from lab.paths import BadRunDir
 from lab.spark import JavaMissing
+from lab.verdict import INVALID
 from lab.workload import WorkloadError, load_workload
 
 
@@ -41,9 +42,11 @@ outcomes:
   ok       the operation happened
   fail     it certainly did not happen (refused, unreachable; an empty get is fail "empty")
   info     its outcome is unknown (a timeout): it may or may not have happened
-the checker: lost = acknowledged puts never delivered; a run with no acknowledged put, or
-with nothing delivered, is never valid.
-exit status: 0 valid, 1 not valid, 2 a mistake in the command or the workload.
+the checker: lost = acknowledged puts never delivered; the verdict holds the counts to what
+the design promises under the run's options and faults (`lab backends`): valid, allowed (a
+loss, duplicate or reordering the promises permit under one of the run's faults, named) or
+invalid (a broken promise, named; or a run with no acknowledged put or nothing delivered).
+exit status: 0 valid or allowed, 1 invalid, 2 a mistake in the command or the workload.
 """
 
 
@@ -98,17 +101,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)")
 
     p = sub.add_parser("serve", help="run a design's server (its real wire protocol)")
-    designs = p.add_subparsers(dest="design", required=True, metavar="DESIGN")
-    from lab.backends.kestrel import serve as kestrel_serve
-    from lab.backends.queuefka import serve as queuefka_serve
-
-    queuefka_serve.add_arguments(designs.add_parser("queuefka", help="Queuefka's HTTP front over a data directory"))
-    kestrel_serve.add_arguments(designs.add_parser("kestrel", help="Kestrel's memcache, text and admin ports"))
-
-    p = sub.add_parser("kestrel", help="Kestrel tools")
-    tools = p.add_subparsers(dest="tool", required=True, metavar="TOOL")
-    d = tools.add_parser("dump", help="print journal files record by record (like the original's qdump)")
-    d.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="journal files")
+    serves = p.add_subparsers(dest="design", required=True, metavar="DESIGN")
+    for name, module in _design_modules("serve"):
+        module.add_arguments(serves.add_parser(name, help=module.HELP))
+    for name, module in _design_modules("tools"):  # lab NAME TOOL ...
+        module.add_arguments(sub.add_parser(name, help=module.HELP))
 
     p = sub.add_parser("bench", help="benchmarks that print and save their figures")
     bench = p.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
@@ -122,16 +119,8 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--cluster", action="store_true", help="start a standalone cluster (master + 2 workers) and use it")
     b.add_argument("--repeats", type=int, default=3, help="timed runs per case; the median is quoted (default 3)")
     b.add_argument("--out", type=Path, help="JSON file (default: results/bench/aggregate-<time>.json)")
-    b = bench.add_parser("queuefka", help="the segment log against the original's table (20-byte records)")
-    b.add_argument("--records", type=int, default=2_000_000, help="records per write/read case (default 2,000,000)")
-    b.add_argument("--repeats", type=int, default=5, help="runs per case; the median is quoted (default 5)")
-    b.add_argument("--out", type=Path, help="JSON file (default: results/bench/queuefka-<time>.json)")
-    b = bench.add_parser("kestrel", help="Kestrel over loopback beside memcached; --crash: kill -9 cycles")
-    b.add_argument("--ops", type=int, default=20_000, help="set+get pairs per case (default 20,000)")
-    b.add_argument("--connections", default="1,50", help="comma-separated connection counts (default 1,50)")
-    b.add_argument("--repeats", type=int, default=3, help="rounds; medians are quoted (default 3)")
-    b.add_argument("--crash", type=int, metavar="CYCLES", help="instead: kill -9 cycles under load, then check")
-    b.add_argument("--out", type=Path, help="JSON file (default: results/bench/kestrel-<time>.json)")
+    for name, module in _design_modules("bench"):
+        module.add_arguments(bench.add_parser(name, help=module.HELP))
     return parser
 
 
@@ -184,29 +173,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
             raise UsageError("--scale must be > 0")
         print(f"sim world vs bare SimPy (median of {args.repeats}, per wall-second):")
         results = bench_sim(args.scale, args.repeats)
-    elif args.bench == "kestrel":
-        from lab.bench.kestrel import bench_kestrel, crash_cycles
-
-        if args.crash is not None:
-            if args.crash < 1:
-                raise UsageError("--crash takes a number of cycles >= 1")
-            results = crash_cycles(args.crash)
-        else:
-            try:
-                connections = [int(c) for c in args.connections.split(",") if c.strip()]
-            except ValueError:
-                raise UsageError(f"--connections takes numbers like 1,50, not {args.connections!r}") from None
-            if not connections or min(connections) < 1 or args.ops < 100:
-                raise UsageError("--connections must be >= 1 and --ops >= 100")
-            print(f"kestrel vs memcached over loopback ({args.ops:,} set+get pairs per case, {args.repeats} rounds):")
-            results = bench_kestrel(args.ops, connections, args.repeats)
-    elif args.bench == "queuefka":
-        from lab.bench.queuefka import bench_queuefka
-
-        if args.records < 1000:
-            raise UsageError("--records must be at least 1000")
-        print(f"queuefka vs the original's table ({args.records:,} records of 20 bytes, median of {args.repeats}):")
-        results = bench_queuefka(args.records, args.repeats)
+    elif args.bench in REGISTRY:
+        try:
+            results = design_module(args.bench, "bench").run(args)
+        except ValueError as e:  # a bad flag
+            raise UsageError(str(e)) from None
     else:
         from lab.bench.aggregate import bench_aggregate
 
@@ -241,7 +212,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"samples: {result.samples_path}")
     for warning in result.warnings:
         print(f"lab: warning: {warning}", file=sys.stderr)
-    return 0 if result.verdict.valid else 1
+    return 1 if result.verdict.verdict == INVALID else 0  # allowed: what the design promises under its faults
 
 
 def cmd_backends(args: argparse.Namespace) -> int:
@@ -249,8 +220,14 @@ def cmd_backends(args: argparse.Namespace) -> int:
         cls = backend_class(name)
         print(f"{name}: {cls.summary}")
         print(f"    worlds: {', '.join(cls.worlds)}")
-        for key, value in cls.promises.items():
-            print(f"    {key}: {value}")
+        defaults = cls.check_options({})
+        print("    promises (default options; a run is judged by its own):")
+        for reliable in (True, False):
+            promises = cls.promises(defaults, reliable)
+            first, *rest = promises.lines()
+            print(f"      {promises.by}: {first}")
+            for line in rest:
+                print(f"        {line}")
         print("    options (--option KEY=VALUE):")
         for option in sorted(cls.options_declared, key=lambda o: o.name):
             print(f"      {option.name}: {option.describe()}")
@@ -286,11 +263,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from lab.backends.kestrel import serve as kestrel_serve
-    from lab.backends.queuefka import serve as queuefka_serve
-
     try:
-        {"queuefka": queuefka_serve, "kestrel": kestrel_serve}[args.design].serve(args)
+        design_module(args.design, "serve").serve(args)
     except ValueError as e:
         raise UsageError(str(e)) from None
     except OSError as e:  # the port is taken, the folder is not writable...
@@ -298,22 +272,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_kestrel(args: argparse.Namespace) -> int:
-    from lab.backends.kestrel.dump import qdump
-
-    for path in args.paths:
-        if not path.is_file():
-            raise UsageError(f"{path}: no such journal file")
-        try:
-            for line in qdump(path):
-                print(line)
-        except ValueError as e:  # not a journal at all
-            raise UsageError(str(e)) from None
-    return 0
+def cmd_design_tool(args: argparse.Namespace) -> int:
+    try:
+        return design_module(args.command, "tools").run(args)
+    except ValueError as e:  # a missing file, a file of the wrong kind
+        raise UsageError(str(e)) from None
 
 
-COMMANDS = {"run": cmd_run, "kestrel": cmd_kestrel, "serve": cmd_serve, "backends": cmd_backends,
-            "workloads": cmd_workloads, "compare": cmd_compare, "aggregate": cmd_aggregate, "bench": cmd_bench}
+def _design_modules(part: str):
+    """(name, module) of every registered design that has a ``part`` module."""
+    for name in REGISTRY:
+        module = design_module(name, part)
+        if module is not None:
+            yield name, module
+
+
+COMMANDS = {"run": cmd_run, "serve": cmd_serve, "backends": cmd_backends, "workloads": cmd_workloads,
+            "compare": cmd_compare, "aggregate": cmd_aggregate, "bench": cmd_bench}
 
 
 def _version() -> str:
@@ -328,7 +303,7 @@ def _version() -> str:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        return COMMANDS.get(args.command, cmd_design_tool)(args)
     except USER_ERRORS as e:
         print(f"lab: error: {e}", file=sys.stderr)
         return 2

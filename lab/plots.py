@@ -18,14 +18,13 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from lab.backends import REGISTRY
 from lab.record import GAMMA, LogHistogram
 
 PERCENTILE_TICKS = (50, 90, 99, 99.9, 99.99)
 # p50 .. p99.99, evenly spaced on the log-percentile axis
 PERCENTILES = 100.0 - np.logspace(np.log10(50.0), -2.0, 60)
-DESIGN_COLOURS = {"ideal": "#7f7f7f", "kestrel": "#1f77b4", "queuefka": "#d62728", "cassieq": "#2ca02c",
-                  "primer": "#9467bd"}
-SPARE_COLOURS = ("#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22")  # designs registered later
+SPARE_COLOURS = ("#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22")  # a name the registry does not know
 WORLD_STYLES = {"sim": "--", "live": "-"}
 # Closer than one log bucket at every percentile is the same line: each quantile is within
 # 1 % of its value, so values 0.3 % apart may still land one bucket (2 %) apart.
@@ -35,8 +34,10 @@ Latencies = Union[np.ndarray, LogHistogram]  # ns
 
 
 def colour(design: str) -> str:
-    """A design's colour, the same in every chart (a name not in the table: a stable spare)."""
-    return DESIGN_COLOURS.get(design) or SPARE_COLOURS[zlib.crc32(design.encode()) % len(SPARE_COLOURS)]
+    """A design's colour, the same in every chart: the registry's (a name it does not know:
+    a stable spare)."""
+    entry = REGISTRY.get(design)
+    return entry.colour if entry else SPARE_COLOURS[zlib.crc32(design.encode()) % len(SPARE_COLOURS)]
 
 
 def line_style(world: str) -> str:

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from lab.plots import DESIGN_COLOURS, WORLD_STYLES, latency_figure
+from lab.backends import REGISTRY
+from lab.plots import WORLD_STYLES, colour, latency_figure
 
 MS = 1e6
 rng = np.random.default_rng(7)
@@ -54,9 +55,10 @@ def test_every_chart_draws_a_design_in_one_colour_and_a_world_in_one_line_style(
         assert len(drawn) == 6
         for (design, world) in series:
             line = drawn[f"{design} ({world})"]
-            assert line.get_color() == DESIGN_COLOURS[design] and line.get_linestyle() == WORLD_STYLES[world]
-    assert WORLD_STYLES == {"sim": "--", "live": "-"} and DESIGN_COLOURS["ideal"] == "#7f7f7f"
-    assert len(set(DESIGN_COLOURS.values())) == len(DESIGN_COLOURS) >= 5
+            assert line.get_color() == REGISTRY[design].colour and line.get_linestyle() == WORLD_STYLES[world]
+    assert WORLD_STYLES == {"sim": "--", "live": "-"} and REGISTRY["ideal"].colour == "#7f7f7f"
+    assert len({entry.colour for entry in REGISTRY.values()}) == len(REGISTRY)  # one colour per design
+    assert colour("newcomer") == colour("newcomer") and colour("newcomer") not in {e.colour for e in REGISTRY.values()}
 
 
 def test_lines_that_coincide_are_named_in_the_legend():

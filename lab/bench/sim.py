@@ -96,6 +96,7 @@ def network_calls(n: int) -> int:
 
 
 def full_model(messages: int) -> int:
+    from lab.backends import CONTROL
     from lab.runner import run
     from lab.workload import parse_workload
 
@@ -104,7 +105,7 @@ def full_model(messages: int) -> int:
     import tempfile
 
     with tempfile.TemporaryDirectory() as out:
-        result = run(workload, "ideal", "sim", out=out, progress=False)
+        result = run(workload, CONTROL, "sim", out=out, progress=False)
     return result.samples
 
 

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from lab.record import SAMPLE_SCHEMA
 
-BACKENDS = ("ideal", "kestrel", "queuefka", "cassieq")
+BACKENDS = tuple(f"design-{c}" for c in "abcd")  # four designs' labels: only their count matters
 WORLDS = ("sim", "live")
 ROWS_PER_FILE = 4_000_000
 RATE = 50_000  # messages per second of a run

@@ -27,6 +27,7 @@ import numpy as np
 from lab.backends.kestrel.client import KestrelMemcacheClient
 from lab.backends.kestrel.process import KestrelProcess
 
+HELP = "Kestrel over loopback beside memcached; --crash: kill -9 cycles"
 PAYLOAD = b"x" * 100
 PROCESSES = 2
 
@@ -276,3 +277,30 @@ def crash_cycles(cycles: int, seed: int = 1, min_stored: int = 200) -> dict:
           f"{totals['lost']} lost; {totals['open_at_kill']} reads open at a kill, "
           f"{totals['open_not_recovered']} of them never returned; {totals['duplicates']} duplicates")
     return totals
+
+
+def add_arguments(b) -> None:
+    """``lab bench kestrel``'s flags."""
+    from pathlib import Path
+
+    b.add_argument("--ops", type=int, default=20_000, help="set+get pairs per case (default 20,000)")
+    b.add_argument("--connections", default="1,50", help="comma-separated connection counts (default 1,50)")
+    b.add_argument("--repeats", type=int, default=3, help="rounds; medians are quoted (default 3)")
+    b.add_argument("--crash", type=int, metavar="CYCLES", help="instead: kill -9 cycles under load, then check")
+    b.add_argument("--out", type=Path, help="JSON file (default: results/bench/kestrel-<time>.json)")
+
+
+def run(args) -> dict:
+    """``lab bench kestrel``: prints as it goes and returns the figures; ValueError for bad flags."""
+    if args.crash is not None:
+        if args.crash < 1:
+            raise ValueError("--crash takes a number of cycles >= 1")
+        return crash_cycles(args.crash)
+    try:
+        connections = [int(c) for c in args.connections.split(",") if c.strip()]
+    except ValueError:
+        raise ValueError(f"--connections takes numbers like 1,50, not {args.connections!r}") from None
+    if not connections or min(connections) < 1 or args.ops < 100:
+        raise ValueError("--connections must be >= 1 and --ops >= 100")
+    print(f"kestrel vs memcached over loopback ({args.ops:,} set+get pairs per case, {args.repeats} rounds):")
+    return bench_kestrel(args.ops, connections, args.repeats)

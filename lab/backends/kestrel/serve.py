@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 NODE = "kestrel"
 
 
+HELP = "Kestrel's memcache, text and admin ports"
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, help="memcache port (default 22133, or the config's; 0 = any free port)")
     p.add_argument("--text-port", type=int, help="text protocol port (default 2222, or the config's)")

@@ -22,6 +22,8 @@ from typing import Callable
 
 from lab.backends.queuefka import Reader, Writer
 
+HELP = "the segment log against the original's table (20-byte records)"
+
 PAYLOAD = b"This is only a test."  # the original's 20-byte fixture
 HINT = 10 << 20
 BATCH = 4096
@@ -145,3 +147,18 @@ def _bench(scratch: Path, records: int, repeats: int) -> dict:
         print(line)
         results["cases"][name] = row
     return results
+
+
+def add_arguments(b) -> None:
+    """``lab bench queuefka``'s flags."""
+    b.add_argument("--records", type=int, default=2_000_000, help="records per write/read case (default 2,000,000)")
+    b.add_argument("--repeats", type=int, default=5, help="runs per case; the median is quoted (default 5)")
+    b.add_argument("--out", type=Path, help="JSON file (default: results/bench/queuefka-<time>.json)")
+
+
+def run(args) -> dict:
+    """``lab bench queuefka``: prints as it goes and returns the figures; ValueError for bad flags."""
+    if args.records < 1000:
+        raise ValueError("--records must be at least 1000")
+    print(f"queuefka vs the original's table ({args.records:,} records of 20 bytes, median of {args.repeats}):")
+    return bench_queuefka(args.records, args.repeats)

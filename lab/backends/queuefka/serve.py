@@ -20,6 +20,9 @@ from lab.runtime import Runtime
 NODE = "queuefka"
 
 
+HELP = "Queuefka's HTTP front over a data directory"
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=8080, help="HTTP port (default 8080; 0 = any free port)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
