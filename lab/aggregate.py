@@ -12,7 +12,11 @@ writes, as Parquet and JSON:
 - ``throughput``: the per-second series (ok completions in each whole second; a second
   with none inside a group's span is a zero — a stall is a zero, not a gap; the partial
   first and last seconds of a span of three or more are dropped).
-- ``checks``: the checker's totals per run (Jepsen total-queue, as ``lab.checker``).
+- ``checks``: the checker's totals per run (Jepsen total-queue, as ``lab.checker``) and
+  its verdict (``valid``, ``verdict``, ``reason``: ``lab.verdict.judge_run``, the checker's
+  function), judged with the design, options and faults of the run's ``manifest.json``
+  beside its samples, and the inversions the runner's checker counted there (this pass
+  does not order deliveries); a run without a manifest gets Jepsen's rule.
 - ``histograms``: the log-bucket counts behind every percentile — mergeable: adding the
   counts of any groups (seeds, runs, phases) gives the histogram of their union.
 
@@ -35,11 +39,12 @@ and the aggregation stays hash-based at any number of groups (unlike percentile_
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import reduce
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -48,7 +53,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lab.checker import is_valid
+from lab.verdict import RunFacts, judge_run
 from lab.record import LOG_GAMMA, MEASURED_PHASES, OPS, OUTCOMES, PHASES, SAMPLE_SCHEMA, LogHistogram
 
 KEYS = ["run_id", "backend", "world", "scenario", "op", "phase"]
@@ -323,8 +328,6 @@ def e2e_rows(grouped: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     per_run = grouped[(grouped.g_bucket == 1) & (grouped.g_second == 1)].groupby("run_id", as_index=False)[
         ["attempts", "enqueued", "dequeued", "delivered", "lost", "unexpected", "duplicated", "recovered"]].sum()
     checks = per_run.rename(columns={"delivered": "ok"})[CHECK_COLUMNS]
-    checks["valid"] = [is_valid(*row) for row in checks[["attempts", "enqueued", "dequeued", "lost", "unexpected"]]
-                       .itertuples(index=False)]
     rows = grouped[grouped.phase.notna()].copy()
     rows["phase"] = [PHASES[int(i) - 1] for i in rows["phase"]]  # array_position counts from 1
     rows["op"] = "e2e"
@@ -332,6 +335,32 @@ def e2e_rows(grouped: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     rows["fail"] = 0
     rows["info"] = 0
     return rows, checks.sort_values("run_id", ignore_index=True)
+
+
+def run_manifests(paths: Iterable[str | Path]) -> dict[str, dict[str, Any]]:
+    """run_id -> manifest.json, for every run directory under ``paths`` that has one."""
+    manifests = {}
+    for file in sample_files(paths):
+        path = Path(file).parent / "manifest.json"
+        if path.is_file():
+            manifest = json.loads(path.read_text())
+            manifests[manifest["run_id"]] = manifest
+    return manifests
+
+
+def with_verdicts(checks: pd.DataFrame, manifests: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """``checks`` with valid, verdict and reason per run: ``lab.verdict.judge_run`` on the
+    totals, with the facts and inversions of the run's manifest (none: Jepsen's rule)."""
+    judged = []
+    for row in checks.itertuples(index=False):
+        manifest = manifests.get(row.run_id)
+        facts = RunFacts.from_manifest(manifest) if manifest else None
+        inversions = ((manifest.get("verdict") or {}).get("reordering") or {}).get("inversions") if manifest else None
+        judged.append(judge_run(facts, attempts=row.attempts, enqueued=row.enqueued, dequeued=row.dequeued,
+                                lost=row.lost, unexpected=row.unexpected, duplicated=row.duplicated,
+                                inversions=inversions))
+    return checks.assign(valid=[j.valid for j in judged], verdict=[j.verdict for j in judged],
+                         reason=[j.reason for j in judged])
 
 
 # ----------------------------------------------------------------------------- small results
@@ -422,13 +451,15 @@ class Aggregation:
     histograms: pd.DataFrame
 
 
-def summarize(samples: Samples) -> Aggregation:
-    """Every summary of the samples of any number of runs (nothing written)."""
+def summarize(samples: Samples, manifests: Mapping[str, Mapping[str, Any]] | None = None) -> Aggregation:
+    """Every summary of the samples of any number of runs (nothing written); ``manifests``
+    (run_id -> manifest.json) give the checks their verdicts."""
     ops_counts, ops_hist, ops_series = _split(operations_pass(samples))
     unknown = set(ops_counts.phase) - set(PHASES)
     if unknown:
         raise ValueError(f"samples with unknown phases {sorted(unknown)} (known: {', '.join(PHASES)})")
     e2e_grouped, checks = e2e_rows(messages_pass(samples))
+    checks = with_verdicts(checks, manifests or {})
     e2e_counts, e2e_hist, e2e_series = _split(e2e_grouped)
 
     counts = with_measured(pd.concat([ops_counts, e2e_counts], ignore_index=True),
@@ -450,7 +481,8 @@ def summarize(samples: Samples) -> Aggregation:
 
 def aggregate(spark: SparkSession, paths: Iterable[str | Path], out: str | Path) -> Aggregation:
     """Run the pipeline over ``paths``; write its tables as Parquet and JSON under ``out``."""
-    result = summarize(load_samples(spark, paths))
+    paths = list(paths)
+    result = summarize(load_samples(spark, paths), run_manifests(paths))
     result.directory = Path(out)
     result.directory.mkdir(parents=True, exist_ok=True)
     for name in ("summary", "throughput", "checks", "histograms"):

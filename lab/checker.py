@@ -8,10 +8,13 @@ what came out":
 - unexpected: dequeued values never attempted; duplicated: dequeued more often than
   attempted; lost: ok puts never dequeued; recovered: dequeued although the put's
   outcome was not ok (Jepsen: ok minus enqueued);
-- valid iff nothing is lost and nothing unexpected — duplicates are counted, not
-  failed, since at-least-once designs promise them — and the run is evidence at all: a
-  run where no put was acknowledged, or where nothing was ever delivered, is never valid
-  (a client timeout shorter than the network's round trip must not pass as a clean run).
+- the verdict holds these counts and the reordering to what the design promises under
+  the run's options, read mode and faults (``lab.verdict.judge_run``): ``valid``,
+  ``allowed`` (an anomaly the promises permit under one of the run's faults) or
+  ``invalid`` (a broken promise, named). A run that is no evidence at all — no put
+  acknowledged, nothing ever delivered — is invalid (a client timeout shorter than the
+  network's round trip must not pass as a clean run). Without the run's facts (a bare
+  history) the rule is Jepsen's: nothing lost, nothing unexpected.
 
 Reordering is measured per (producer, consumer) stream, the one order every FIFO
 queue keeps however many consumers share it: each consumer must see a producer's
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -35,6 +39,7 @@ import pyarrow.compute as pc
 
 from lab.message import split_id
 from lab.record import ok_ops
+from lab.verdict import NO_ANOMALY, Judgement, RunFacts, delivery_problem, judge_run
 
 EXAMPLES = 10  # how many ids of each anomaly the verdict lists
 
@@ -59,26 +64,44 @@ class Verdict:
     recovered: int
     reordering: Reordering
     examples: dict[str, list[str]] = field(default_factory=dict)
+    #: the design, options, read mode and faults the counts are judged against (None: Jepsen's rule)
+    facts: RunFacts | None = None
 
     @property
     def problem(self) -> str | None:
         """Why the run shows nothing about delivery, or None."""
         return delivery_problem(self.attempts, self.enqueued, self.dequeued)
 
+    @cached_property
+    def judgement(self) -> Judgement:
+        return judge_run(self.facts, attempts=self.attempts, enqueued=self.enqueued, dequeued=self.dequeued,
+                         lost=self.lost, unexpected=self.unexpected, duplicated=self.duplicated,
+                         inversions=self.reordering.inversions)
+
+    @property
+    def verdict(self) -> str:
+        """valid, allowed or invalid (``lab.verdict``)."""
+        return self.judgement.verdict
+
+    @property
+    def reason(self) -> str:
+        return self.judgement.reason
+
     @property
     def valid(self) -> bool:
-        return is_valid(self.attempts, self.enqueued, self.dequeued, self.lost, self.unexpected)
+        return self.judgement.valid
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["valid"] = self.valid
-        d["problem"] = self.problem
+        d.pop("facts")  # the manifest holds them: backend, options, workload
+        d.update(verdict=self.verdict, reason=self.reason, valid=self.valid, problem=self.problem)
         return d
 
     def line(self) -> str:
-        verdict = "VALID" if self.valid else "INVALID"
-        if self.problem:
-            verdict = f"{verdict} ({self.problem})"
+        verdict = self.verdict.upper()
+        note = self.problem or (None if self.reason == NO_ANOMALY else self.reason)
+        if note:
+            verdict = f"{verdict} ({note})"
         r = self.reordering
         return (
             f"{verdict}: {self.attempts} attempted, {self.ok} ok, {self.lost} lost, "
@@ -88,24 +111,9 @@ class Verdict:
         )
 
 
-def delivery_problem(attempts: int, enqueued: int, dequeued: int) -> str | None:
-    """Why a run's counts are no evidence about delivery, or None."""
-    if attempts == 0:
-        return "no put was attempted"
-    if enqueued == 0:
-        return "no put was acknowledged"
-    if dequeued == 0:
-        return "nothing was delivered"
-    return None
-
-
-def is_valid(attempts: int, enqueued: int, dequeued: int, lost: int, unexpected: int) -> bool:
-    """The verdict rule, one place for the checker and the Spark pipeline."""
-    return lost == 0 and unexpected == 0 and delivery_problem(attempts, enqueued, dequeued) is None
-
-
-def check(samples: pa.Table) -> Verdict:
-    """The verdict of one run's samples (a table with the sample schema)."""
+def check(samples: pa.Table, facts: RunFacts | None = None) -> Verdict:
+    """The verdict of one run's samples (a table with the sample schema), judged against
+    the promises ``facts`` name (None: Jepsen's total-queue rule)."""
     ops = samples.column("op")
     puts = samples.filter(pc.equal(ops, "put"))
     gets = ok_ops(samples, "get")
@@ -138,6 +146,7 @@ def check(samples: pa.Table) -> Verdict:
         recovered=sum(recovered.values()),
         reordering=reordering(gets, attempts),
         examples=examples,
+        facts=facts,
     )
 
 

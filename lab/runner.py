@@ -35,6 +35,7 @@ from lab.provenance import machine, versions
 from lab.record import Recorder, write_samples
 from lab.runtime import Runtime, World
 from lab.summary import summarize
+from lab.verdict import RunFacts
 from lab.workload import Workload, WorkloadError
 
 POLL_WAIT = 0.1  # seconds a consumer's get waits for a message
@@ -140,7 +141,7 @@ def run(
 
         table = recorder.table()
         write_samples(table, run_dir / "samples.parquet")
-        verdict = check(table)
+        verdict = check(table, RunFacts.of(backend, options, workload))
         summary = summarize(table)
         result = RunResult(run_id, run_dir, workload, backend, world, seed, verdict, summary,
                            table.num_rows, wall_seconds, world_seconds, warnings)
@@ -341,6 +342,7 @@ def _write_manifest(result: RunResult, world: World) -> None:
         "run_id": result.run_id,
         "workload": workload,
         "backend": result.backend,
+        "options": result.verdict.facts.options,  # checked, defaults filled in: what the verdict was judged by
         "world": result.world,
         "seed": result.seed,
         "samples": result.samples,

@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Mapping
 
 from lab.backends.options import TIMEOUT, BadOption, Option, check  # noqa: F401 (BadOption: re-exported)
 from lab.runtime import RemoteError, Runtime, Unreachable, World
+from lab.verdict import Promises, total_queue
 
 @dataclass(frozen=True)
 class Registration:
@@ -103,8 +104,6 @@ class Backend(ABC):
     name: ClassVar[str]
     summary: ClassVar[str]
     worlds: ClassVar[tuple[str, ...]] = ("sim", "live")
-    #: what the design promises, shown by ``lab backends``: delivery, order, durability...
-    promises: ClassVar[Mapping[str, str]] = {}
     #: the options this design takes (``lab run --option KEY=VALUE``), typed and ranged
     options_declared: ClassVar[tuple[Option, ...]] = (TIMEOUT,)
 
@@ -119,6 +118,14 @@ class Backend(ABC):
         """``options`` parsed, with defaults filled in; BadOption names the first key this
         design lacks or the first value it cannot take, and what it allows."""
         return check(cls.name, cls.options_declared, options)
+
+    @classmethod
+    def promises(cls, options: Mapping[str, Any], reliable: bool) -> Promises:
+        """What the design promises under ``options`` (checked, defaults filled in) with reliable
+        reads or plain gets: delivery, order, and the anomalies each kind of fault permits
+        (``lab.verdict``; the checker and ``lab backends`` read it). A design that declares
+        nothing is held to Jepsen's total-queue rule."""
+        return total_queue(f"{cls.name} (no declared promises)")
 
     @property
     @abstractmethod

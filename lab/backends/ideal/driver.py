@@ -7,9 +7,12 @@ Python TCP round trip puts under every design.
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 from lab.backends import Backend, Delivery, QueueClient, Rejected
 from lab.backends.ideal.core import Ack, Get, IdealQueue, Item, Put, Release
 from lab.runtime import Runtime
+from lab.verdict import EXACTLY_ONCE, FIFO, Allowance, Promises
 
 SERVER = "ideal-0"
 
@@ -42,7 +45,12 @@ class IdealClient(QueueClient):
 class IdealBackend(Backend):
     name = "ideal"
     summary = "in-memory FIFO with reliable reads: the control row (no disk, no replicas)"
-    promises = {"delivery": "exactly-once while up", "order": "FIFO", "durability": "none (memory)"}
+
+    @classmethod
+    def promises(cls, options: Mapping[str, Any], reliable: bool) -> Promises:
+        """Exactly-once and FIFO while its node is up; in memory, so a crash loses everything."""
+        return Promises(f"ideal with {'reliable reads' if reliable else 'plain gets'}", EXACTLY_ONCE, FIFO,
+                        (Allowance("lost", ("crash",), "in memory: a crash loses everything"),))
 
     @property
     def server_nodes(self) -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Mapping
 
 from lab.backends import Backend, Delivery, QueueClient, Rejected
 from lab.backends.kestrel.config import QUEUE_OPTIONS, ServerConfig, config_from_mapping
@@ -23,6 +23,7 @@ from lab.backends.kestrel.wire.protocol import MemcacheParser, ProtocolDrop
 from lab.runtime import Runtime
 from lab.backends.options import TIMEOUT, Option, whole
 from lab.storage import RuntimeStore
+from lab.verdict import ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, FIFO, Allowance, Promises
 
 SERVER = "kestrel"
 QUEUE_PATH = "queues"
@@ -159,11 +160,28 @@ def _queue_option(key: str):
 class KestrelBackend(Backend):
     name = "kestrel"
     summary = "memcache-protocol queue server with a journal; reliable reads (/open, /close) per connection"
-    promises = {
-        "delivery": "at-least-once with reliable reads (/open then /close); at-most-once with plain gets",
-        "order": "FIFO per queue; an aborted or rolled-back read returns to the head",
-        "durability": "syncJournal: never by default (a crash loses the unsynced tail); always = fsync before STORED",
-    }
+
+    @classmethod
+    def promises(cls, options: Mapping[str, Any], reliable: bool) -> Promises:
+        """At-least-once with reliable reads (/open then /close), at-most-once with plain gets;
+        FIFO per queue; a crash loses what the journal had not fsynced (spec 4.6)."""
+        given = options.get("syncJournal", "never")
+        sync = QUEUE_OPTIONS["syncJournal"][1](given, "syncJournal")  # None never, 0 always, P a period
+        allowances = []
+        if reliable:
+            allowances.append(Allowance("reordered", (ANY_FAULT,), "an aborted or rolled-back read returns to the head"))
+        if sync is None:
+            allowances.append(Allowance("lost", ("crash",), f"syncJournal={given} loses the unsynced tail"))
+        elif sync > 0:
+            allowances.append(Allowance("lost", ("crash",), f"syncJournal={given} may lose the puts of the last {given}"))
+        if sync != 0 and not reliable:  # a crash may forget unsynced removals: their items come again
+            allowances += [Allowance(anomaly, ("crash",), f"syncJournal={given} loses unsynced removals")
+                           for anomaly in ("duplicated", "reordered")]
+        if not reliable:
+            allowances.append(Allowance("lost", (ANY_FAULT,), "at-most-once: a get whose reply is cut loses its item"))
+        return Promises(f"kestrel with syncJournal={given}, {'reliable reads' if reliable else 'plain gets'}",
+                        AT_LEAST_ONCE if reliable else AT_MOST_ONCE, FIFO, tuple(allowances))
+
     options_declared = (
         TIMEOUT,
         Option("syncJournal", "when a queue's journal is fsynced", "never, always, or a period such as 100ms",

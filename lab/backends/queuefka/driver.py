@@ -15,13 +15,14 @@ import asyncio
 import base64
 import json
 from collections import deque
-from typing import Any
+from typing import Any, Mapping
 
 from lab.backends import Backend, Delivery, QueueClient, Rejected
 from lab.backends.options import TIMEOUT, Option, choice, number, whole
 from lab.backends.queuefka.core.broker import Commit, Config, Fetch, Fetched, Produce, QueuefkaCore, UnknownTopic
 from lab.backends.queuefka.core.writer import FsyncPolicy
 from lab.runtime import RemoteError, Runtime, Unreachable
+from lab.verdict import ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, FIFO, Allowance, Promises
 
 SERVER = "queuefka-0"
 GROUP = "lab"
@@ -179,11 +180,25 @@ def _reply(status: int, body: bytes) -> Any:
 class QueuefkaBackend(Backend):
     name = "queuefka"
     summary = "embedded append-only segment log (one log per topic) with consumer groups; HTTP front when live"
-    promises = {
-        "delivery": "at-least-once with reliable acks (commit after the get); at-most-once with auto acks",
-        "order": "FIFO per topic (one log); redeliveries after a crash or session timeout",
-        "durability": "fsync policy: never by default, as the original (a crash loses the unsynced tail)",
-    }
+
+    @classmethod
+    def promises(cls, options: Mapping[str, Any], reliable: bool) -> Promises:
+        """At-least-once with reliable acks (commit after the get), at-most-once with auto acks
+        (commit before); FIFO per topic (one log); a crash loses what the log had not fsynced
+        (commits always wait for theirs)."""
+        given = options.get("fsync", "never")
+        policy = FsyncPolicy.parse(given)
+        allowances = []
+        if reliable:
+            allowances.append(Allowance("reordered", (ANY_FAULT,), "records not committed in time are handed out again"))
+        if policy.mode == "never":
+            allowances.append(Allowance("lost", ("crash",), f"fsync={given} loses the unsynced tail of the log"))
+        elif policy.mode == "interval":
+            allowances.append(Allowance("lost", ("crash",), f"fsync={given} may lose the records since the last fsync"))
+        if not reliable:
+            allowances.append(Allowance("lost", (ANY_FAULT,), "at-most-once: a fetch whose reply is cut loses its records"))
+        return Promises(f"queuefka with fsync={given}, {'reliable acks' if reliable else 'auto acks'}",
+                        AT_LEAST_ONCE if reliable else AT_MOST_ONCE, FIFO, tuple(allowances))
 
     options_declared = (
         TIMEOUT,

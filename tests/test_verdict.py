@@ -1,0 +1,156 @@
+"""Promises and the verdict: each class on hand-made counts, each design's promises as
+declared, and real sim runs with a crash (Kestrel's syncJournal, Queuefka's fsync)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lab.backends import backend_class
+from lab.checker import check
+from lab.runner import run
+from lab.verdict import (ALLOWED, ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, EXACTLY_ONCE, FIFO, INVALID, NO_ORDER,
+                         VALID, Allowance, Promises, RunFacts, fault_kinds, judge, judge_run)
+from lab.workload import parse_workload
+from tests.history import history
+
+CLEAN = dict(attempts=10, enqueued=10, dequeued=10, lost=0, unexpected=0, duplicated=0, inversions=0)
+CRASH_LOSES = Allowance("lost", ("crash",), "never fsyncs: a crash loses the unsynced tail")
+PROMISES = Promises("design X", AT_LEAST_ONCE, FIFO, (CRASH_LOSES,))
+NONE = frozenset()
+
+
+def counts(**changed: int) -> dict[str, int]:
+    return {**CLEAN, **changed}
+
+
+def test_a_clean_run_is_valid():
+    j = judge(PROMISES, frozenset({"crash"}), **CLEAN)
+    assert (j.verdict, j.valid) == (VALID, True) and "nothing lost" in j.reason
+
+
+def test_a_loss_the_promises_permit_under_the_runs_fault_is_allowed_and_named():
+    j = judge(PROMISES, frozenset({"crash", "pause"}), **counts(lost=40, dequeued=6))
+    assert j.verdict == ALLOWED and not j.valid
+    assert j.reason == "lost 40 acknowledged messages under crash: allowed, never fsyncs: a crash loses the unsynced tail"
+
+
+@pytest.mark.parametrize("faults", [NONE, frozenset({"pause"})])
+def test_a_loss_without_a_fault_that_permits_it_is_invalid_and_named(faults):
+    j = judge(PROMISES, faults, **counts(lost=12))
+    assert j.verdict == INVALID
+    assert j.reason.startswith("lost 12 acknowledged messages") and j.reason.endswith("design X promises none")
+    assert ("under pause" in j.reason) == bool(faults)
+
+
+def test_any_fault_permits_under_every_fault_but_not_without_one():
+    promises = Promises("at-most-once X", AT_MOST_ONCE, FIFO, (Allowance("lost", (ANY_FAULT,), "a cut reply"),))
+    assert judge(promises, frozenset({"partition"}), **counts(lost=1)).reason == (
+        "lost 1 acknowledged message under partition: allowed, a cut reply")
+    assert judge(promises, NONE, **counts(lost=1)).verdict == INVALID
+
+
+def test_duplicates_are_part_of_at_least_once_but_break_exactly_once_and_at_most_once():
+    j = judge(PROMISES, NONE, **counts(duplicated=3))
+    assert j.verdict == VALID and j.reason == "3 duplicate deliveries (at-least-once redelivers)"
+    for delivery in (EXACTLY_ONCE, AT_MOST_ONCE):
+        j = judge(Promises("Y", delivery, FIFO), frozenset({"crash"}), **counts(duplicated=1))
+        assert j.verdict == INVALID and j.reason == f"1 duplicate delivery under crash; Y promises {delivery}"
+
+
+def test_duplicates_a_fault_permits_under_at_most_once_are_allowed():
+    promises = Promises("Z", AT_MOST_ONCE, FIFO, (Allowance("duplicated", ("crash",), "unsynced removals"),))
+    assert judge(promises, frozenset({"crash"}), **counts(duplicated=2)).verdict == ALLOWED
+
+
+def test_reordering_breaks_fifo_unless_a_fault_permits_it_and_is_not_judged_without_an_order():
+    assert judge(PROMISES, NONE, **counts(inversions=5)).reason == (
+        "5 inversions of a producer's order; design X promises FIFO per queue")
+    allowing = Promises("R", AT_LEAST_ONCE, FIFO, (Allowance("reordered", (ANY_FAULT,), "aborted reads"),))
+    assert judge(allowing, frozenset({"pause"}), **counts(inversions=5)).verdict == ALLOWED
+    assert judge(Promises("N", AT_LEAST_ONCE, NO_ORDER), NONE, **counts(inversions=5)).verdict == VALID
+    assert judge(PROMISES, NONE, **counts(inversions=None)).verdict == VALID  # order not measured
+
+
+def test_a_broken_promise_outweighs_an_allowed_anomaly_and_both_are_named():
+    j = judge(PROMISES, frozenset({"crash"}), **counts(lost=4, unexpected=1))
+    assert j.verdict == INVALID
+    assert j.reason.startswith("delivered 1 message never sent") and "lost 4 acknowledged messages under crash: allowed" in j.reason
+
+
+@pytest.mark.parametrize("changed, problem", [(dict(attempts=0, enqueued=0, dequeued=0), "no put was attempted"),
+                                              (dict(enqueued=0), "no put was acknowledged"),
+                                              (dict(dequeued=0, lost=10), "nothing was delivered")])
+def test_a_run_that_is_no_evidence_is_invalid_whatever_the_promises_permit(changed, problem):
+    j = judge(PROMISES, frozenset({"crash"}), **counts(**changed))
+    assert (j.verdict, j.reason) == (INVALID, f"no evidence: {problem}")
+
+
+def test_promises_refuse_words_they_do_not_know():
+    with pytest.raises(ValueError, match="delivery 'once-ish'"):
+        Promises("W", "once-ish", FIFO)
+    with pytest.raises(ValueError, match="anomalies are lost, duplicated, reordered"):
+        Allowance("slow", ("crash",), "why")
+
+
+def test_each_design_declares_its_durability_per_option_set():
+    def lose_under(name: str, options: dict, reliable: bool = True) -> list[str]:
+        cls = backend_class(name)
+        p = cls.promises(cls.check_options(options), reliable)
+        return sorted(f for a in p.allowances if a.anomaly == "lost" for f in a.faults)
+
+    assert lose_under("kestrel", {}) == lose_under("kestrel", {"syncJournal": "100ms"}) == ["crash"]
+    assert lose_under("kestrel", {"syncJournal": "always"}) == []
+    assert lose_under("kestrel", {"syncJournal": "always"}, reliable=False) == [ANY_FAULT]  # at-most-once
+    assert lose_under("queuefka", {}) == lose_under("queuefka", {"fsync": "1000records"}) == ["crash"]
+    assert lose_under("queuefka", {"fsync": "always"}) == []
+    assert lose_under("ideal", {}) == ["crash"]
+    kestrel = backend_class("kestrel")
+    assert kestrel.promises(kestrel.check_options({}), True).delivery == AT_LEAST_ONCE
+    assert kestrel.promises(kestrel.check_options({}), False).delivery == AT_MOST_ONCE
+
+
+def test_run_facts_come_from_the_manifest_and_fault_kinds_from_its_schedule():
+    manifest = {"backend": "kestrel", "options": {"syncJournal": "always"},
+                "workload": {"ack": "reliable", "faults": [{"fault": "crash"}, {"fault": "pause"}, {"fault": "crash"}]}}
+    assert fault_kinds(manifest) == {"crash", "pause"}
+    facts = RunFacts.from_manifest(manifest)
+    assert facts == RunFacts("kestrel", {"syncJournal": "always"}, True, ("crash", "pause"))
+    assert facts.promises().by == "kestrel with syncJournal=always, reliable reads"
+    assert RunFacts.from_manifest({**manifest, "backend": "gone"}).promises().by.startswith("no promises known")
+
+
+def test_without_facts_the_rule_is_jepsens_total_queue():
+    assert judge_run(None, **counts(duplicated=2, inversions=3)).verdict == VALID
+    assert judge_run(None, **counts(lost=1)).verdict == INVALID
+
+
+def test_the_checker_judges_a_history_against_the_facts_it_is_given():
+    h = history(("put", "p0", "p0:0", "ok"), ("put", "p0", "p0:1", "ok"), ("get", "c0", "p0:1", "ok"))
+    crash = RunFacts("kestrel", {}, True, ("crash",))
+    v = check(h, crash)
+    assert (v.verdict, v.valid) == (ALLOWED, False)
+    assert v.line().startswith("ALLOWED (lost 1 acknowledged message under crash: allowed, syncJournal=never")
+    assert v.to_dict()["verdict"] == ALLOWED and "facts" not in v.to_dict()
+    assert check(h, RunFacts("kestrel", {"syncJournal": "always"}, True, ("crash",))).verdict == INVALID
+    assert check(h).verdict == INVALID  # no facts: Jepsen's rule
+
+
+# A real run in the sim world: one consumer behind two producers, so a backlog sits in the
+# queue when the server dies (tests/test_kestrel_core.py's crash workload).
+CRASH = {"name": "crash", "queues": 2, "producers": 2, "consumers": 1, "message_size": 100, "rate": 4000,
+         "duration": 2.0, "warmup": 0.2, "ack": "reliable", "seed": 4,
+         "faults": [{"fault": "crash", "at": 1.0, "duration": 0.2, "target": "servers"}]}
+
+
+@pytest.mark.parametrize("backend, option", [("kestrel", "syncJournal"), ("queuefka", "fsync")])
+def test_a_crash_loss_is_allowed_when_the_log_never_fsyncs_and_none_happens_when_it_always_does(
+        tmp_path: Path, backend: str, option: str):
+    never = run(parse_workload(CRASH), backend, "sim", out=tmp_path / "never", progress=False,
+                options={option: "never"})
+    always = run(parse_workload(CRASH), backend, "sim", out=tmp_path / "always", progress=False,
+                 options={option: "always"})
+    assert never.verdict.lost > 0 and never.verdict.verdict == ALLOWED, never.verdict.line()
+    assert f"under crash: allowed, {option}=never loses the unsynced tail" in never.verdict.reason
+    assert always.verdict.lost == 0 and always.verdict.verdict == VALID, always.verdict.line()
