@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 OPS = ("put", "get", "ack", "release")
+FAULT_OP = "fault"  # a fault's start or heal (lab.phases), a row of the history but not an operation
 OUTCOMES = ("ok", "fail", "info")  # info: outcome unknown (timeout), as in Jepsen
 PHASES = ("warmup", "steady", "fault", "heal", "drain")
 MEASURED_PHASES = ("steady", "fault", "heal")  # not warm-up, not the final drain
@@ -35,7 +36,7 @@ SAMPLE_SCHEMA = pa.schema(
         ("scenario", pa.string()),
         ("node", pa.string()),
         ("client", pa.string()),
-        ("op", pa.string()),
+        ("op", pa.string()),  # one of OPS, or FAULT_OP
         ("queue", pa.string()),
         ("msg_id", pa.string()),  # "<producer>:<seq>"; null only for a get that found nothing
         # ... which is outcome "fail" with error "empty": an ok get always has a msg_id.

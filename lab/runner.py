@@ -2,7 +2,7 @@
 
 It starts the design's nodes, one node per producer (``p0``, ``p1``...) and per consumer
 (``c0``...), runs the load for the workload's duration or message count while the
-nemesis (sim world) applies the fault schedule, heals everything, drains every queue,
+nemesis (``lab.nemesis``) applies the fault schedule, heals everything, drains every queue,
 and writes the run directory:
 
     results/runs/<run_id>/samples.parquet   one row per operation (lab.record schema)
@@ -32,6 +32,9 @@ from lab.backends import Backend, QueueClient, backend_class, outcome_of
 from lab.checker import Verdict, check
 from lab.paths import make_run_dir, runs_dir
 from lab.provenance import machine, versions
+from lab.faults import Cast, supports
+from lab.nemesis import Nemesis
+from lab.phases import with_phases
 from lab.record import Recorder, write_samples
 from lab.runtime import Runtime, World
 from lab.summary import summarize
@@ -66,41 +69,50 @@ class RunResult:
 
 
 class _State:
-    """What producers, consumers, the nemesis and the progress bar share."""
+    """What producers, consumers and the progress bar share."""
 
     def __init__(self, t0: int, warmup_ns: int):
         self.t0 = t0
         self.warmup_end = t0 + warmup_ns
         self.draining = False
-        self.nemesis = None
         self.puts = 0
         self.enqueued = 0  # puts that returned ok
         self.delivered = 0  # gets that returned a message
 
-    def phase(self, now_ns: int) -> str:
-        if self.draining:
-            return "drain"
-        if now_ns < self.warmup_end:
-            return "warmup"
-        if self.nemesis is not None:
-            if self.nemesis.faulted:
-                return "fault"
-            if self.nemesis.healed:
-                return "heal"
-        return "steady"
+
+WORLDS = ("sim", "live")
 
 
-def make_world(kind: str, seed: int, workload: Workload | None = None) -> World:
+def world_class(kind: str) -> type:
     if kind == "sim":
-        from models.world import SimConfig, SimWorld
+        from models.world import SimWorld
 
-        config = SimConfig.from_spec(workload.sim) if workload is not None and workload.sim else None
-        return SimWorld(seed, config)
+        return SimWorld
     if kind == "live":
         from lab.live import LiveWorld
 
-        return LiveWorld(seed)  # node disks in a temporary folder, removed after the run
+        return LiveWorld
     raise ValueError(f"unknown world {kind!r} (sim or live)")
+
+
+def make_world(kind: str, seed: int, workload: Workload | None = None) -> World:
+    cls = world_class(kind)
+    if kind == "sim":
+        from models.world import SimConfig
+
+        return cls(seed, SimConfig.from_spec(workload.sim) if workload is not None and workload.sim else None)
+    return cls(seed)  # live: node disks in a temporary folder, removed after the run
+
+
+def fault_refusal(workload: Workload, world: str) -> str | None:
+    """Why ``world`` cannot apply ``workload``'s fault schedule (one line), or None if it can."""
+    found = supports(getattr(world_class(world), "fault_kinds", ()), workload.faults)
+    if found is None:
+        return None
+    number, fault = found
+    able = [w for w in WORLDS if fault.kind in getattr(world_class(w), "fault_kinds", ())]
+    return (f"the {world} world cannot apply faults[{number}] ({fault.kind}); "
+            f"{fault.kind} faults run in the {' and '.join(able) or 'no'} world{'s' if len(able) > 1 else ''} only")
 
 
 def run(
@@ -121,8 +133,9 @@ def run(
     options = cls.check_options(options)
     if world not in cls.worlds:
         raise WorkloadError(f"backend {backend!r} runs in the {' and '.join(cls.worlds)} world(s), not {world!r}")
-    if workload.faults and world != "sim":
-        raise WorkloadError(f"{workload.source}: fault schedules run in the sim world only (use --world sim)")
+    refusal = fault_refusal(workload, world)
+    if refusal is not None:
+        raise WorkloadError(f"{workload.source}: {refusal}")
 
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     run_id = f"{stamp}-{workload.name}-{backend}-{world}-s{seed}-{secrets.token_hex(2)}"
@@ -132,14 +145,15 @@ def run(
         the_world = make_world(world, seed, workload)
         recorder = Recorder(run_id, world, backend, workload.name, classify=outcome_of)
         warnings: list[str] = []
+        phase_bounds: list[int | None] = []  # warm-up end and drain start, as _main finds them
         wall_start = time.perf_counter()
         world_seconds = the_world.run(
             lambda control: _main(control, the_world, cls(the_world, options), workload, recorder, progress,
-                                  warnings)
+                                  warnings, phase_bounds)
         )
         wall_seconds = time.perf_counter() - wall_start
 
-        table = recorder.table()
+        table = with_phases(recorder.table(), *phase_bounds)
         write_samples(table, run_dir / "samples.parquet")
         verdict = check(table, RunFacts.of(backend, options, workload))
         summary = summarize(table)
@@ -154,23 +168,23 @@ def run(
 
 
 async def _main(control: Runtime, world: World, backend: Backend, workload: Workload,
-                recorder: Recorder, progress: bool | TextIO, warnings: list[str]) -> float:
+                recorder: Recorder, progress: bool | TextIO, warnings: list[str],
+                phase_bounds: list[int | None]) -> float:
     await backend.start()
     t0 = control.now_ns()
     state = _State(t0, round(workload.warmup * 1e9))
-    recorder.phase_of = state.phase
     reliable = workload.reliable
     queues = [f"q{i}" for i in range(workload.queues)]
 
     producer_nodes = [f"p{i}" for i in range(workload.producers)]
     consumer_nodes = [f"c{i}" for i in range(workload.consumers)]
+    nemesis = None
     if workload.faults:
-        from models.nemesis import Nemesis
-
-        state.nemesis = Nemesis(world, backend.server_nodes, producer_nodes + consumer_nodes)
+        nemesis = Nemesis(world, Cast(tuple(backend.server_nodes), tuple(producer_nodes + consumer_nodes)),
+                          workload.faults, workload.seed, recorder, workload.source)
         for name in producer_nodes + consumer_nodes:
-            world.node(name)  # so that faults can name them before they first send
-        state.nemesis.start(control, workload.faults)
+            world.node(name)  # so that faults can hit them before they first send
+        nemesis.start(control)
 
     rate_each = workload.rate / workload.producers if workload.rate else 0.0
     stop_at = t0 + round((workload.warmup + workload.duration) * 1e9) if workload.duration else None
@@ -195,12 +209,13 @@ async def _main(control: Runtime, world: World, backend: Backend, workload: Work
     ticker = control.spawn(_tick(control, bar, state)) if bar is not None else None
     for task in producers:
         await task
-    if state.nemesis is not None:
-        state.nemesis.heal_all()
+    if nemesis is not None:
+        nemesis.heal_all(control)
         end = (control.now_ns() - t0) / 1e9
         warnings += [f"fault {i} ({f.fault} at {f.at:g} s) never started: the load ended at {end:.2f} s"
-                     for i, f in enumerate(workload.faults) if i not in state.nemesis.started]
+                     for i, f in enumerate(workload.faults) if i not in nemesis.started]
     state.draining = True
+    phase_bounds += [state.warmup_end, control.now_ns()]  # the phases are set from these and the fault rows
     for task in consumers:
         await task
     if ticker is not None:

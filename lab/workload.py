@@ -13,7 +13,7 @@
     ack: auto                  # auto: a get removes the message; reliable: get, then ack
     warmup: 1                  # seconds at the start whose samples are marked "warmup"
     seed: 42                   # the run's seed (the CLI's --seed overrides it)
-    faults: []                 # a fault schedule (sim world), see FaultSpec
+    faults: []                 # a fault schedule: entries as lab.faults describes them
     sim: {}                    # optional sim-world physics: latency, loss, fifo_links, fsync
 
 A bad file is a ``WorkloadError`` that names the file, the field and the problem. The
@@ -29,8 +29,8 @@ from typing import Any
 
 import yaml
 
-FAULT_KINDS = ("partition", "pause", "crash", "disk-delay", "loss")
-PARTITION_MODES = ("isolate", "one-way-in", "one-way-out")
+from lab.faults import Fault, FieldError, parse_fault
+
 ACK_MODES = ("auto", "reliable")
 ARRIVALS = ("constant", "poisson")
 STANDARD_DIR = Path(__file__).parent / "workloads"
@@ -40,26 +40,8 @@ class WorkloadError(ValueError):
     """A workload file or field that cannot be used; the message says which and why."""
 
 
-@dataclass(frozen=True)
-class FaultSpec:
-    """One entry of a fault schedule.
-
-    at: seconds from the start of the run; duration: seconds until it heals (a crashed
-    node restarts then); target: "servers", "server" (one, chosen by the seed),
-    "clients", or a list of node names. Kind-specific: partition ``mode`` (isolate the
-    targets from every other node, or cut only messages into / out of them); crash
-    ``tear`` (a torn last write survives); disk-delay ``ms`` added to every fsync;
-    loss ``p``, the probability that any message is dropped.
-    """
-
-    fault: str
-    at: float
-    duration: float
-    target: tuple[str, ...] = ("servers",)
-    mode: str = "isolate"
-    tear: bool = False
-    ms: float = 0.0
-    p: float = 0.0
+#: One entry of a fault schedule: its kind's class in lab.faults (schema in that module).
+FaultSpec = Fault
 
 
 @dataclass(frozen=True)
@@ -101,7 +83,6 @@ class Workload:
 
 _FIELDS = ("name", "description", "queues", "producers", "consumers", "message_size", "rate", "arrivals", "duration",
            "messages", "ack", "warmup", "seed", "faults", "sim")
-_FAULT_FIELDS = ("fault", "at", "duration", "target", "mode", "tear", "ms", "p")
 _SIM_FIELDS = ("latency", "loss", "fifo_links", "fsync")
 
 
@@ -232,41 +213,10 @@ def _parse_faults(entries: Any, fail) -> tuple[FaultSpec, ...]:
         raise fail("faults", f"must be a list of fault entries, got {type(entries).__name__}")
     faults = []
     for i, entry in enumerate(entries):
-        where = f"faults[{i}]"
-        if not isinstance(entry, dict):
-            raise fail(where, "each fault is a mapping with at least 'fault', 'at' and 'duration'")
-        unknown = sorted(set(map(str, entry)) - set(_FAULT_FIELDS))
-        if unknown:
-            raise fail(f"{where}.{unknown[0]}", f"unknown field (known: {', '.join(_FAULT_FIELDS)})")
-        kind = entry.get("fault")
-        if kind not in FAULT_KINDS:
-            raise fail(f"{where}.fault", f"must be one of {', '.join(FAULT_KINDS)}, got {kind!r}")
-        for key in ("at", "duration"):
-            value = entry.get(key)
-            if not _is_number(value) or value < 0:
-                raise fail(f"{where}.{key}", f"required, a number of seconds >= 0, got {value!r}")
-        target = entry.get("target", "servers")
-        targets = (target,) if isinstance(target, str) else target
-        if not isinstance(targets, (list, tuple)) or not targets or not all(isinstance(t, str) and t for t in targets):
-            raise fail(f"{where}.target", f"'servers', 'server', 'clients' or a list of node names, got {target!r}")
-        mode = entry.get("mode", "isolate")
-        if mode not in PARTITION_MODES:
-            raise fail(f"{where}.mode", f"must be one of {', '.join(PARTITION_MODES)}, got {mode!r}")
-        tear = entry.get("tear", False)
-        if not isinstance(tear, bool):
-            raise fail(f"{where}.tear", f"must be true or false, got {tear!r}")
-        ms = entry.get("ms", 0.0)
-        if kind == "disk-delay" and not (_is_number(ms) and ms > 0):
-            raise fail(f"{where}.ms", f"a disk-delay needs 'ms' > 0 (added to every fsync), got {ms!r}")
-        if not (_is_number(ms) and ms >= 0):
-            raise fail(f"{where}.ms", f"a number of milliseconds >= 0, got {ms!r}")
-        p = entry.get("p", 0.0)
-        if kind == "loss" and not (_is_number(p) and 0 < p <= 1):
-            raise fail(f"{where}.p", f"a loss fault needs a probability 'p' in (0, 1], got {p!r}")
-        if not (_is_number(p) and 0 <= p <= 1):
-            raise fail(f"{where}.p", f"a probability in [0, 1], got {p!r}")
-        faults.append(FaultSpec(fault=kind, at=float(entry["at"]), duration=float(entry["duration"]),
-                                target=tuple(targets), mode=mode, tear=tear, ms=float(ms), p=float(p)))
+        try:
+            faults.append(parse_fault(entry))
+        except FieldError as e:
+            raise fail(f"faults[{i}]" + (f".{e.field}" if e.field else ""), e.problem) from None
     return tuple(sorted(faults, key=lambda f: f.at))
 
 

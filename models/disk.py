@@ -52,8 +52,15 @@ class SimDiskStore:
         self.rng = rng
         self.files: dict[str, _FileData] = {}
         self.busy_until = 0
-        self.extra_delay_ns = 0  # the "delayed writes" fault adds this to every fsync
+        self.extra_delay_ns = 0  # what "disk-delay" faults add to every fsync, in total
         self.fsyncs = 0
+
+    def add_fsync_delay(self, ns: int) -> None:
+        """Every fsync takes ``ns`` longer until ``remove_fsync_delay(ns)`` (delays add up)."""
+        self.extra_delay_ns += ns
+
+    def remove_fsync_delay(self, ns: int) -> None:
+        self.extra_delay_ns = max(0, self.extra_delay_ns - ns)
 
     def schedule_fsync(self, file: _FileData) -> simpy.Event:
         """An event that fires when an fsync issued now completes."""

@@ -4,7 +4,8 @@ A message is a frame ``(source, incarnation, kind, request_id, payload)`` handed
 SimPy timeout whose callback delivers it; no process per message. Partitions are a set
 of blocked (source, destination) pairs, checked when a message is sent and again when
 it would arrive, so a split also drops what was in flight (Jepsen's and Maelstrom's
-model). Links are FIFO by default, like a TCP connection; with ``fifo_links=False``
+model). Faults add loss and delay per link (``add_loss``, ``add_delay``), and each heal
+removes only what its fault added. Links are FIFO by default, like a TCP connection; with ``fifo_links=False``
 random latencies reorder messages. Every drop is counted by cause, as TigerBeetle's
 packet simulator does.
 
@@ -86,7 +87,9 @@ class SimNetwork:
         self.fifo = config.fifo_links
         self.link_latency: dict[tuple[str, str], LatencyModel] = {}
         self.blocked: Counter[tuple[str, str]] = Counter()  # a link cut by two faults needs two heals
-        self.lossy: dict[str, float] = {}  # node -> loss probability of messages from or to it
+        # What faults add to a link, one entry per fault, so each heal removes its own:
+        self.link_loss: dict[tuple[str, str], list[float]] = {}  # drop probabilities
+        self.link_delay: dict[tuple[str, str], list[tuple[int, int]]] = {}  # (extra ns, jitter ns)
         self.dropped: Counter[str] = Counter()
         self.delivered = 0
         self._last_arrival: dict[tuple[str, str], int] = {}
@@ -118,6 +121,20 @@ class SimNetwork:
     def heal(self) -> None:
         self.blocked.clear()
 
+    def add_loss(self, source: str, destination: str, p: float) -> None:
+        """Drop each message on the link with probability ``p`` too (independent drops compose)."""
+        self.link_loss.setdefault((source, destination), []).append(p)
+
+    def remove_loss(self, source: str, destination: str, p: float) -> None:
+        _remove_one(self.link_loss, (source, destination), p)
+
+    def add_delay(self, source: str, destination: str, extra_ns: int, jitter_ns: int = 0) -> None:
+        """Delay each message on the link ``extra_ns`` more, plus up to ``jitter_ns`` (uniform)."""
+        self.link_delay.setdefault((source, destination), []).append((extra_ns, jitter_ns))
+
+    def remove_delay(self, source: str, destination: str, extra_ns: int, jitter_ns: int = 0) -> None:
+        _remove_one(self.link_delay, (source, destination), (extra_ns, jitter_ns))
+
     def set_latency(self, source: str, destination: str, model: LatencyModel | None) -> None:
         """Give one directed link its own delay distribution (None: back to the default)."""
         if model is None:
@@ -133,13 +150,19 @@ class SimNetwork:
             self.dropped["partition"] += 1
             return
         loss = self.loss
-        if self.lossy:
-            loss = max(loss, self.lossy.get(source.node, 0.0), self.lossy.get(destination, 0.0))
+        if self.link_loss and link in self.link_loss:
+            kept = 1.0 - loss
+            for p in self.link_loss[link]:
+                kept *= 1.0 - p
+            loss = 1.0 - kept
         if loss and self.rng.random() < loss:
             self.dropped["loss"] += 1
             return
         now = self.env.now
         arrival = now + self.link_latency.get(link, self.latency).sample_ns(self.rng)
+        if self.link_delay and link in self.link_delay:
+            for extra, jitter in self.link_delay[link]:
+                arrival += extra + (self.rng.randrange(jitter + 1) if jitter else 0)
         if self.fifo:
             arrival = max(arrival, self._last_arrival.get(link, 0))
             self._last_arrival[link] = arrival
@@ -172,6 +195,14 @@ class SimNetwork:
 
     def next_id(self) -> int:
         return next(self._ids)
+
+
+def _remove_one(added: dict, link: tuple[str, str], value: Any) -> None:
+    values = added.get(link, [])
+    if value in values:
+        values.remove(value)
+    if not values:
+        added.pop(link, None)
 
 
 class SimNetPort:

@@ -12,7 +12,8 @@ the live world's clock has the same origin, so a core (Kestrel's absolute expiry
 for one) reads either clock the same way. Every random draw comes from the world's seed:
 one stream per node incarnation, one for the network, one for the disks.
 
-The network is in ``models.network``, the disk in ``models.disk``.
+The network is in ``models.network``, the disk in ``models.disk``; the fault verbs that
+``lab.faults`` applies (pause, crash, cut, lose, delay) are public methods of ``SimWorld``.
 """
 
 from __future__ import annotations
@@ -135,9 +136,11 @@ class SimNode:
         self.name = name
         self.disk = SimDiskStore(world.env, world.config.disk, world.disk_random)
         self.paused = False
+        self.pauses = 0  # pauses in force: a node paused by two faults resumes after both
         self.resumed: SimPyEvent | None = None
         self.incarnation = 0
         self.up = True
+        self.crashes = 0  # crashes in force: it restarts when the last one ends
         self.boot: Boot | None = None
         self.runtime = SimRuntime(world, self)
 
@@ -267,6 +270,8 @@ class SimWorld:
     """Simulated nodes on one SimPy clock, with a simulated network and disks."""
 
     kind = "sim"
+    #: the fault kinds this world applies (lab.faults): all of them
+    fault_kinds = ("pause", "crash", "partition", "link-delay", "loss", "disk-delay")
 
     def __init__(self, seed: int = 0, config: SimConfig | None = None):
         self.seed = seed
@@ -301,18 +306,23 @@ class SimWorld:
             raise RuntimeError("the main task was cancelled or its node crashed")
         return value
 
-    # ------------------------------------------------------------ faults on nodes
+    # ------------------------------------------------------------ fault verbs
+    # What lab.faults applies (the FaultWorld protocol). Every verb has its undo, and
+    # undoing one of two overlapping faults leaves the other in force.
 
     def pause(self, name: str) -> None:
         """Stop the world on ``name``: none of its processes resume until ``resume``."""
         node = self.nodes[name]
+        node.pauses += 1
         if not node.paused:
             node.paused = True
             node.resumed = self.env.event()
 
     def resume(self, name: str) -> None:
+        """End one pause; the node runs again when no pause is left."""
         node = self.nodes[name]
-        if node.paused:
+        node.pauses = max(0, node.pauses - 1)
+        if node.paused and node.pauses == 0:
             node.paused = False
             node.resumed.succeed()
 
@@ -322,22 +332,58 @@ class SimWorld:
         With ``tear``, a random prefix of each file's unsynced tail survives (a torn write).
         """
         node = self.nodes[name]
+        node.crashes += 1
         if not node.up:
             return
         node.up = False
         node.runtime.kill()
         node.disk.crash(tear)
-        if node.paused:  # a crash ends a pause: the next incarnation starts running
-            self.resume(name)
+        if node.paused:  # a crash ends every pause: the next incarnation starts running
+            node.pauses = 0
+            node.paused = False
+            node.resumed.succeed()
 
     def restart(self, name: str) -> SimRuntime:
-        """Start a fresh incarnation of a crashed node and run its boot function."""
+        """End one crash; when none is left, start a fresh incarnation and run its boot
+        function. Returns the node's current runtime (still the dead one while another
+        crash holds it down)."""
         node = self.nodes[name]
         if node.up:
             raise RuntimeError(f"{name} is running; crash it before restarting it")
+        node.crashes = max(0, node.crashes - 1)
+        if node.crashes:
+            return node.runtime
         node.incarnation += 1
         node.up = True
         node.runtime = SimRuntime(self, node)
         if node.boot is not None:
             node.runtime.spawn(node.boot(node.runtime), name=f"boot {name}")
         return node.runtime
+
+    def is_up(self, name: str) -> bool:
+        return self.nodes[name].up
+
+    def block(self, source: str, destination: str) -> None:
+        """Cut the one-way link: messages from ``source`` to ``destination`` are dropped."""
+        self.net.block(source, destination)
+
+    def unblock(self, source: str, destination: str) -> None:
+        self.net.unblock(source, destination)
+
+    def add_loss(self, source: str, destination: str, p: float) -> None:
+        self.net.add_loss(source, destination, p)
+
+    def remove_loss(self, source: str, destination: str, p: float) -> None:
+        self.net.remove_loss(source, destination, p)
+
+    def add_delay(self, source: str, destination: str, extra_ns: int, jitter_ns: int = 0) -> None:
+        self.net.add_delay(source, destination, extra_ns, jitter_ns)
+
+    def remove_delay(self, source: str, destination: str, extra_ns: int, jitter_ns: int = 0) -> None:
+        self.net.remove_delay(source, destination, extra_ns, jitter_ns)
+
+    def add_fsync_delay(self, name: str, ns: int) -> None:
+        self.nodes[name].disk.add_fsync_delay(ns)
+
+    def remove_fsync_delay(self, name: str, ns: int) -> None:
+        self.nodes[name].disk.remove_fsync_delay(ns)

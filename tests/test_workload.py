@@ -51,9 +51,23 @@ def test_faults_are_parsed_and_sorted_by_time():
     ({"faults": [{"fault": "loss", "at": 1, "duration": 1, "p": 2}]}, "faults[0].p", "probability"),
     ({"faults": [{"fault": "pause", "at": 1, "duration": 1, "target": []}]}, "faults[0].target", "node names"),
     ({"faults": [{"fault": "disk-delay", "at": 1, "duration": 1, "ms": "abc"}]}, "faults[0].ms", "got 'abc'"),
-    ({"faults": [{"fault": "pause", "at": 1, "duration": 1, "ms": "abc"}]}, "faults[0].ms", "milliseconds"),
+    ({"faults": [{"fault": "pause", "at": 1, "duration": 1, "ms": "abc"}]}, "faults[0].ms",
+     "unknown field for a pause fault"),
     ({"faults": [{"fault": "loss", "at": 1, "duration": 1, "p": "abc"}]}, "faults[0].p", "got 'abc'"),
-    ({"faults": [{"fault": "pause", "at": 1, "duration": 1, "p": "abc"}]}, "faults[0].p", "probability"),
+    ({"faults": [{"fault": "pause", "at": 1, "duration": 1, "p": "abc"}]}, "faults[0].p",
+     "unknown field for a pause fault"),
+    ({"faults": [{"fault": "partition", "at": 1, "duration": 1, "shape": "donut"}]}, "faults[0].shape",
+     "majorities-ring"),
+    ({"faults": [{"fault": "partition", "at": 1, "duration": 1, "shape": "bridge", "mode": "one-way-in"}]},
+     "faults[0].mode", "one cut-off side"),
+    ({"faults": [{"fault": "partition", "at": 1, "duration": 1, "shape": "clients", "target": "all"}]},
+     "faults[0].target", "takes no target"),
+    ({"faults": [{"fault": "partition", "at": 1, "duration": 1, "flap": -1}]}, "faults[0].flap", ">= 0"),
+    ({"faults": [{"fault": "link-delay", "at": 1, "duration": 1}]}, "faults[0].ms", "'ms' > 0"),
+    ({"faults": [{"fault": "link-delay", "at": 1, "duration": 1, "ms": 5, "jitter_ms": "x"}]},
+     "faults[0].jitter_ms", "milliseconds"),
+    ({"faults": [{"fault": "crash", "at": 1, "duration": 1, "tear": "yes"}]}, "faults[0].tear", "true or false"),
+    ({"faults": ["pause"]}, "faults[0]", "a mapping"),
     ({"faults": [{"fault": "pause", "at": 2.5, "duration": 1}]}, "faults[0].at", "past the end of the load (2.5 s)"),
     ({"duration": None, "messages": 1000, "rate": 500,
       "faults": [{"fault": "pause", "at": 3, "duration": 1}]}, "faults[0].at", "past the end of the load (2 s)"),
@@ -67,6 +81,24 @@ def test_each_bad_field_is_named(change, field, problem):
     with pytest.raises(WorkloadError) as e:
         parse_workload(data, "bad.yaml")
     assert f"bad.yaml: field '{field}'" in str(e.value) and problem in str(e.value)
+
+
+def test_each_kind_keeps_its_own_fields_and_old_entries_still_load():
+    w = parse_workload({**GOOD, "faults": [
+        {"fault": "partition", "at": 0.1, "duration": 1, "shape": "majorities-ring", "target": "all", "flap": 0.2},
+        {"fault": "link-delay", "at": 0.2, "duration": 1, "ms": 5, "jitter_ms": 2, "target": ["p0", "c0"]},
+        {"fault": "crash", "at": 0.3, "duration": 1, "tear": True},
+        {"fault": "disk-delay", "at": 0.4, "duration": 1, "ms": 3},
+        {"fault": "loss", "at": 0.5, "duration": 1, "p": 0.5, "target": "clients"},
+        {"fault": "partition", "at": 0.6, "duration": 1, "target": "server", "mode": "one-way-in"}]})
+    ring, delay, crash, disk, loss, old = w.faults
+    assert (ring.fault, ring.shape, ring.target, ring.flap, ring.mode) == \
+        ("partition", "majorities-ring", ("all",), 0.2, "isolate")
+    assert (delay.ms, delay.jitter_ms, delay.target) == (5.0, 2.0, ("p0", "c0"))
+    assert crash.tear and disk.ms == 3.0 and loss.p == 0.5
+    assert (old.shape, old.mode, old.target) == ("isolate", "one-way-in", ("server",))
+    import dataclasses
+    assert dataclasses.asdict(ring)["fault"] == "partition"  # what the manifest shows
 
 
 def test_a_fault_schedule_of_a_closed_loop_count_is_not_bounded():
