@@ -8,6 +8,12 @@ with fsync, real TCP) and in the simulated world (`models.world`: SimPy time, a 
 that loses unsynced bytes, a network with partitions and per-node pauses). What both
 worlds share to implement it is in `lab.worlds`.
 
+Files: a core uses one port, the ``Store`` (a folder: open, list, rename, fsync with group
+commit, ``settle``), built on its Runtime's ``Disk`` by ``lab.storage.RuntimeStore``. The
+``Disk`` and its ``File`` (a ``Handle`` that fsyncs itself) are what a world implements
+under it; the embeddable libraries use the same Store on plain files
+(``lab.live.disk.FileStore``).
+
 The one thing taken from asyncio is the name of cancellation, ``Cancelled``: both
 worlds raise it, so a core catches one name.
 """
@@ -70,17 +76,24 @@ class Event(Protocol):
 
 
 @runtime_checkable
-class File(Protocol):
-    """An append-only file handle: writes land in the page cache until ``fsync``."""
-
-    path: str
+class Handle(Protocol):
+    """An open append-only file: append at the end, read anywhere, truncate. Writes land
+    in the page cache; a Store's ``fsync`` makes them durable."""
 
     def append(self, data: bytes) -> int: ...
     def read(self, offset: int, size: int) -> bytes: ...
     def size(self) -> int: ...
     def truncate(self, size: int) -> None: ...
-    def fsync(self) -> Awaitable[None]: ...
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class File(Handle, Protocol):
+    """A file of a world's Disk: a Handle that fsyncs itself (what a Store's fsync awaits)."""
+
+    path: str
+
+    def fsync(self) -> Awaitable[None]: ...
 
 
 @runtime_checkable
@@ -92,6 +105,29 @@ class Disk(Protocol):
     def list(self, directory: str = "") -> list[str]: ...
     def rename(self, src: str, dst: str) -> None: ...
     def remove(self, path: str) -> None: ...
+
+
+@runtime_checkable
+class Store(Protocol):
+    """The file port a core uses: one folder (a Queuefka topic, a Kestrel queue path).
+
+    Synchronous, as the designs' file formats are, except durability: ``fsync`` returns
+    something to await (a task on a Runtime disk; None where it blocked until done), and
+    a core awaits ``settle()`` (where the Store has one) before it acknowledges a write.
+    """
+
+    location: str
+
+    def names(self) -> list[str]: ...
+    def open(self, name: str) -> Handle: ...
+    def open_read(self, name: str) -> Handle: ...
+    def size(self, name: str) -> int: ...
+    def exists(self, name: str) -> bool: ...
+    def remove(self, name: str) -> None: ...
+    def rename(self, src: str, dst: str) -> None: ...
+    def fsync(self, handle: Handle) -> Any: ...
+    def sync_names(self) -> None: ...
+    def age(self, name: str) -> float: ...
 
 
 @runtime_checkable

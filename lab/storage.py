@@ -1,47 +1,17 @@
-"""The Store port: a design's folder of files, the one file port a core uses.
+"""``RuntimeStore``: the Store port (``lab.runtime.Store``) on a folder of a Runtime's disk.
 
-One folder per store (a Queuefka topic, a Kestrel queue path). The designs' file formats
-are synchronous and embeddable, so this port is synchronous too — except fsync on a
-Runtime disk, which takes simulated (or executor) time: ``RuntimeStore`` starts each
-requested fsync at once and its owner awaits ``settle()`` before it acknowledges anything.
-
-Two implementations: ``RuntimeStore`` here (a folder of a Runtime's disk, either world;
-pure, so cores may build one) and ``lab.live.disk.FileStore`` (plain files whose fsync
-blocks, for the embeddable libraries and tools).
+The one Store a core builds, in either world: the Runtime's ``Disk`` is the device, this
+is the folder the core sees. An fsync on a Runtime disk takes simulated (or executor)
+time, so ``RuntimeStore`` starts each requested fsync at once (group commit per file) and
+its owner awaits ``settle()`` before it acknowledges anything. Pure: only the Runtime.
+(The other Store, on plain files whose fsync blocks, is ``lab.live.disk.FileStore``.)
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 from lab.runtime import Runtime
-
-
-class Handle(Protocol):
-    """An open file: append at the end, read anywhere, truncate."""
-
-    def append(self, data: bytes) -> int: ...
-    def read(self, offset: int, size: int) -> bytes: ...
-    def size(self) -> int: ...
-    def truncate(self, size: int) -> None: ...
-    def close(self) -> None: ...
-
-
-class Store(Protocol):
-    """A topic's folder."""
-
-    location: str
-
-    def names(self) -> list[str]: ...
-    def open(self, name: str) -> Handle: ...
-    def open_read(self, name: str) -> Handle: ...
-    def size(self, name: str) -> int: ...
-    def exists(self, name: str) -> bool: ...
-    def remove(self, name: str) -> None: ...
-    def rename(self, src: str, dst: str) -> None: ...
-    def fsync(self, handle: Handle) -> Any: ...
-    def sync_names(self) -> None: ...
-    def age(self, name: str) -> float: ...
 
 
 class RuntimeFile:
@@ -73,7 +43,7 @@ class RuntimeFile:
 
 
 class RuntimeStore:
-    """A topic as a folder of the Runtime's disk (simulated or live)."""
+    """A folder of the Runtime's disk (simulated or live); ``""`` or ``"."`` is its root."""
 
     def __init__(self, rt: Runtime, directory: str):
         self.rt = rt
@@ -87,10 +57,10 @@ class RuntimeStore:
         self.touched: dict[str, float] = {}
 
     def _path(self, name: str) -> str:
-        return f"{self.directory}/{name}"
+        return f"{self.directory}/{name}" if self.directory not in ("", ".") else name
 
     def names(self) -> list[str]:
-        return self.rt.disk.list(self.directory)
+        return self.rt.disk.list("" if self.directory == "." else self.directory)
 
     def open(self, name: str) -> RuntimeFile:
         handle = self._files.get(name)

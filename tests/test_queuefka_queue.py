@@ -18,6 +18,9 @@ from lab.backends.queuefka.embedded import Consumer, apply_retention, committed_
 from lab.backends.queuefka.http_front import start_http
 from lab.live.disk import FileStore
 from lab.live import LiveWorld
+from lab.runtime import File, Handle, Store
+from lab.storage import RuntimeStore
+from models.world import SimWorld
 from lab.runner import run
 from lab.workload import parse_workload
 from models.world import SimWorld
@@ -269,3 +272,31 @@ def test_a_crash_loses_acknowledged_puts_unless_the_log_fsyncs(tmp_path: Path):
     assert not never.verdict.valid and never.verdict.lost > 0  # the original's durability
     assert always.verdict.valid and always.verdict.lost == 0
     assert always.verdict.duplicated > 0  # at-least-once: uncommitted deliveries come again
+
+
+@pytest.mark.parametrize("kind", ["sim", "live"])
+def test_the_broker_lists_its_topics_through_a_store_at_the_disk_root(kind: str, tmp_path: Path):
+    """The core reaches files through the Store alone: a RuntimeStore at "" or "." is the
+    disk's root in both worlds, and a folder without segments is no topic. Both Stores
+    (on a Runtime disk, on plain files) and the worlds' files implement the one port."""
+    world = SimWorld(seed=3) if kind == "sim" else LiveWorld(seed=3, root=tmp_path)
+
+    async def body(rt):
+        core = QueuefkaCore(rt)
+        await core.produce("orders", [b"a"])
+        await core.produce("audit", [b"b"])
+        notes = RuntimeStore(rt, "notes")
+        notes.open("readme").append(b"x")
+        ports = [isinstance(notes, Store), isinstance(notes.open("readme"), Handle),
+                 isinstance(rt.disk.open("notes/readme"), File)]
+        try:
+            return core.topic_names(), [RuntimeStore(rt, root).names() for root in ("", ".")], ports
+        finally:
+            core.close()
+
+    topics, roots, ports = world.run(body)
+    assert ports == [True, True, True]
+    plain = FileStore(tmp_path / "plain", create=True)
+    assert isinstance(plain, Store) and isinstance(plain.open("x"), Handle)
+    assert topics == ["audit", "orders"]
+    assert roots == [["audit", "notes", "orders"]] * 2

@@ -20,7 +20,7 @@ from lab.backends.queuefka.core.groups import apply_retention, committed_offsets
 from lab.backends.queuefka.core.reader import AddressError
 from lab.backends.queuefka.core.writer import DEFAULT_SEGMENT_SIZE, FsyncPolicy, WriteError
 from lab.live.disk import FileStore
-from lab.storage import Store
+from lab.runtime import Store
 
 __all__ = ["Writer", "Reader", "Consumer", "CorruptRecord", "AddressError", "FsyncPolicy", "WriteError",
            "apply_retention", "committed_offsets"]

@@ -147,7 +147,7 @@ async def topic_stats(core: QueuefkaCore, request: web.Request) -> web.Response:
 
 @_guarded
 async def list_topics(core: QueuefkaCore, request: web.Request) -> web.Response:
-    return web.json_response({"topics": sorted(n for n in core.rt.disk.list("") if core.exists(n))})
+    return web.json_response({"topics": core.topic_names()})
 
 
 def make_app(core: QueuefkaCore, max_payload: int = DEFAULT_MAX_RECORD) -> web.Application:

@@ -27,7 +27,7 @@ import struct
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Mapping, Union
 
-from lab.storage import Store
+from lab.runtime import Store
 
 log = logging.getLogger(__name__)
 

@@ -168,7 +168,11 @@ class QueuefkaCore:
 
     def exists(self, name: str) -> bool:
         """Whether topic ``name`` has a log (a folder with no segment is not a topic)."""
-        return name in self.topics or any(map(_is_segment, self.rt.disk.list(name)))
+        return name in self.topics or any(map(_is_segment, RuntimeStore(self.rt, name).names()))
+
+    def topic_names(self) -> list[str]:
+        """Every topic with a log on this node's disk."""
+        return sorted(n for n in RuntimeStore(self.rt, "").names() if self.exists(n))
 
     def topic(self, name: str, create: bool = True) -> _Topic:
         """The open topic ``name``; only ``create`` makes a new one, else ``UnknownTopic``."""
