@@ -24,6 +24,7 @@ from lab.paths import runs_dir
 from lab.record import MEASURED_PHASES, LogHistogram
 from lab.runner import RunResult, run
 from lab.summary import MEASURED, format_ns
+from lab.verdict import ALLOWED, INVALID, VALID
 from lab.workload import Workload, load_workload, standard_workload_files
 
 if TYPE_CHECKING:  # PySpark and matplotlib load only when a comparison runs (the CLI imports this)
@@ -32,11 +33,12 @@ if TYPE_CHECKING:  # PySpark and matplotlib load only when a comparison runs (th
 
 COLUMNS = ("workload", "backend", "world", "put_tput_p50", "get_tput_p50", "put_p50_ns", "put_p99_ns",
            "put_p999_ns", "e2e_p50_ns", "e2e_p99_ns", "e2e_p999_ns", "lost", "duplicated", "unexpected",
-           "recovered", "inversions", "valid", "run_id")
+           "recovered", "inversions", "verdict", "run_id")
 PHASES_NOTE = (f"Throughput and latency: the {MEASURED} phases ({', '.join(MEASURED_PHASES)}; not warm-up or "
                "drain), as in latency.png; e2e = put start to first delivery, in the phase of that delivery. "
                "lost, dup, unexp, inversions: the whole run.")
 PANELS = {"put": "put latency", "e2e": "end to end"}
+VERDICT_CELLS = {VALID: "valid", ALLOWED: "allowed", INVALID: "**invalid**"}
 
 
 class NothingToRun(ValueError):
@@ -92,7 +94,7 @@ def compare(
         result = run(workload, backend, world, out=directory / f"{workload.name}-{backend}-{world}",
                      progress=progress)
         results.append(result)
-        echo(f"  {workload.name:<16} {backend:<10} {world:<5} {'VALID' if result.verdict.valid else 'INVALID'}"
+        echo(f"  {workload.name:<16} {backend:<10} {world:<5} {result.verdict.verdict.upper():<7}"
              f"  {result.samples:>8,} operations in {result.wall_seconds:.1f} s")
 
     echo("  aggregating with Spark ...")
@@ -171,7 +173,7 @@ def _row(result: RunResult, summaries: "Aggregation") -> dict[str, Any]:
         "unexpected": int(checks["unexpected"]),
         "recovered": int(checks["recovered"]),
         "inversions": result.verdict.reordering.inversions,
-        "valid": bool(checks["valid"]),
+        "verdict": checks["verdict"],  # valid, allowed or invalid (lab.verdict), as the checker's
         "run_id": result.run_id,
     }
 
@@ -185,13 +187,13 @@ def _write_csv(rows: list[dict[str, Any]], path: Path) -> None:
 
 def markdown_table(rows: list[dict[str, Any]]) -> str:
     header = ("workload", "backend", "world", "put/s p50", "get/s p50", "put p50", "put p99", "put p99.9",
-              "e2e p50", "e2e p99", "e2e p99.9", "lost", "dup", "unexp", "inversions", "valid")
+              "e2e p50", "e2e p99", "e2e p99.9", "lost", "dup", "unexp", "inversions", "verdict")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in rows:
         cells = [r["workload"], r["backend"], r["world"], _rate(r["put_tput_p50"]), _rate(r["get_tput_p50"]),
                  *(format_ns(_num(r[k])) for k in ("put_p50_ns", "put_p99_ns", "put_p999_ns",
                                                    "e2e_p50_ns", "e2e_p99_ns", "e2e_p999_ns")),
-                 r["lost"], r["duplicated"], r["unexpected"], r["inversions"], "yes" if r["valid"] else "**NO**"]
+                 r["lost"], r["duplicated"], r["unexpected"], r["inversions"], VERDICT_CELLS[r["verdict"]]]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     lines += ["", PHASES_NOTE]
     return "\n".join(lines)

@@ -12,8 +12,8 @@ import pytest
 
 from pyspark.sql import functions as F
 
-from lab.aggregate import (QUANTILES, SUMMARY_COLUMNS, aggregate, load_samples, messages_pass, operations_pass,
-                           percentiles, single_run)
+from lab.aggregate import (CHECK_COLUMNS, QUANTILES, SUMMARY_COLUMNS, aggregate, load_samples, messages_pass,
+                           operations_pass, percentiles, run_manifests, single_run, with_verdicts)
 from lab.checker import check
 from lab.record import ALPHA, Recorder, read_samples, write_samples
 from lab.runner import run
@@ -133,7 +133,29 @@ def test_checker_totals_agree_with_the_python_checker_on_real_runs(spark, tmp_pa
         fields = ("attempts", "enqueued", "dequeued", "ok", "lost", "unexpected", "duplicated", "recovered")
         assert {f: int(got[f]) for f in fields} == {f: getattr(expected, f) for f in fields}
         assert bool(got["valid"]) == expected.valid
-    assert not totals.loc[runs[0].run_id, "valid"]  # the crash really lost messages
+        # the same verdict as the checker's, from the run's manifest (design, options, faults)
+        judged = check(read_samples(r.run_dir), r.verdict.facts)
+        assert (got["verdict"], got["reason"]) == (judged.verdict, judged.reason) == (r.verdict.verdict, r.verdict.reason)
+    assert totals.loc[runs[0].run_id, "lost"] > 0  # the crash really lost messages: the ideal allows it
+    assert totals.loc[runs[0].run_id, "verdict"] == "allowed" and totals.loc[runs[1].run_id, "verdict"] == "valid"
+
+
+def test_checks_of_runs_without_a_manifest_are_judged_by_jepsens_rule():
+    checks = pd.DataFrame([["r1", 2, 2, 2, 2, 0, 0, 1, 0], ["r2", 2, 2, 1, 1, 1, 0, 0, 0],
+                           ["r3", 2, 2, 1, 1, 1, 0, 0, 0]], columns=CHECK_COLUMNS)
+    manifest = {"run_id": "r3", "backend": "kestrel", "options": {}, "workload": {"ack": "reliable",
+                "faults": [{"fault": "crash"}]}, "verdict": {"reordering": {"inversions": 0}}}
+    judged = with_verdicts(checks, {"r3": manifest}).set_index("run_id")
+    assert judged.verdict.to_dict() == {"r1": "valid", "r2": "invalid", "r3": "allowed"}
+    assert judged.valid.to_dict() == {"r1": True, "r2": False, "r3": False}
+    assert judged.reason["r3"].startswith("lost 1 acknowledged message under crash: allowed, syncJournal=never")
+
+
+def test_run_manifests_are_found_beside_the_samples(tmp_path):
+    path = write_run(tmp_path / "a", "run-a", [("put", "p0", "p0:0", "ok", 0, 5)])
+    write_run(tmp_path / "b", "run-b", [("put", "p0", "p0:0", "ok", 0, 5)])
+    (path / "manifest.json").write_text(json.dumps({"run_id": "run-a", "backend": "ideal"}))
+    assert run_manifests([tmp_path / "a", tmp_path / "b"]) == {"run-a": {"run_id": "run-a", "backend": "ideal"}}
 
 
 def test_missing_run_directories_are_a_clear_error(spark, tmp_path):

@@ -7,6 +7,7 @@ import itertools
 from hypothesis import given, strategies as st
 
 from lab.checker import check, count_inversions
+from lab.verdict import RunFacts
 from tests.history import history
 
 
@@ -52,6 +53,25 @@ def test_a_delivery_from_nowhere_is_unexpected():
 def test_a_second_delivery_is_duplicated_but_valid():
     v = check(history(("put", "p0", "p0:0", "ok"), ("get", "c0", "p0:0", "ok"), ("get", "c1", "p0:0", "ok")))
     assert v.valid and v.duplicated == 1 and v.ok == 1
+
+
+def test_a_second_delivery_is_valid_under_at_least_once_and_breaks_exactly_once():
+    h = history(("put", "p0", "p0:0", "ok"), ("get", "c0", "p0:0", "ok"), ("get", "c1", "p0:0", "ok"))
+    kestrel = check(h, RunFacts("kestrel", {}, True, ()))
+    assert kestrel.verdict == "valid" and kestrel.line().startswith("VALID (1 duplicate delivery (at-least-once")
+    ideal = check(h, RunFacts("ideal", {}, True, ("pause",)))
+    assert ideal.verdict == "invalid" and ideal.reason == (
+        "1 duplicate delivery under pause; ideal with reliable reads promises exactly-once")
+
+
+def test_reordering_breaks_fifo_unless_a_fault_of_the_run_permits_it():
+    ops = [("put", "p0", f"p0:{i}", "ok") for i in range(3)]
+    h = history(*ops, *[("get", "c0", f"p0:{i}", "ok", 100 + k * 10) for k, i in enumerate([2, 0, 1])])
+    assert check(h, RunFacts("kestrel", {}, True, ())).verdict == "invalid"
+    allowed = check(h, RunFacts("kestrel", {}, True, ("partition",)))
+    assert allowed.verdict == "allowed" and allowed.reason == (
+        "2 inversions of a producer's order under partition: allowed, an aborted or rolled-back read returns to the head")
+    assert check(h).verdict == "valid"  # no facts: Jepsen's rule does not judge order
 
 
 def test_an_unknown_put_that_was_delivered_is_recovered():
