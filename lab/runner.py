@@ -155,7 +155,7 @@ def run(
 
         table = with_phases(recorder.table(), *phase_bounds)
         write_samples(table, run_dir / "samples.parquet")
-        verdict = check(table, RunFacts.of(backend, options, workload))
+        verdict = check(table, RunFacts.of(backend, options, workload, table))
         summary = summarize(table)
         result = RunResult(run_id, run_dir, workload, backend, world, seed, verdict, summary,
                            table.num_rows, wall_seconds, world_seconds, warnings)
@@ -358,6 +358,7 @@ def _write_manifest(result: RunResult, world: World) -> None:
         "workload": workload,
         "backend": result.backend,
         "options": result.verdict.facts.options,  # checked, defaults filled in: what the verdict was judged by
+        "fault_kinds": result.verdict.facts.faults,  # the kinds that started (lab.verdict.fault_kinds)
         "world": result.world,
         "seed": result.seed,
         "samples": result.samples,

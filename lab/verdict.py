@@ -151,11 +151,11 @@ def _count(n: int, one: str, many: str | None = None) -> str:
 
 
 def fault_kinds(manifest: Mapping[str, Any]) -> frozenset[str]:
-    """The kinds of fault a run had.
-
-    Read from the workload's schedule in the manifest for now (a scheduled fault that
-    never started still counts). The one place to switch to the samples' fault rows
-    (``op = "fault"``) once the runner records them."""
+    """The kinds of fault a run had, as its manifest says: ``fault_kinds``, the kinds that
+    started (the runner reads them from the run's fault rows, ``op = "fault"``); for a run
+    recorded before that, the kinds its workload scheduled."""
+    if "fault_kinds" in manifest:
+        return frozenset(manifest["fault_kinds"])
     return frozenset(f["fault"] for f in (manifest.get("workload") or {}).get("faults") or ())
 
 
@@ -177,9 +177,13 @@ class RunFacts:
                    tuple(sorted(fault_kinds(manifest))))
 
     @classmethod
-    def of(cls, backend: str, options: Mapping[str, Any], workload: Any) -> "RunFacts":
-        """In the runner, before the manifest exists: the same reading as ``from_manifest``."""
-        return cls.from_manifest({"backend": backend, "options": options, "workload": dataclasses.asdict(workload)})
+    def of(cls, backend: str, options: Mapping[str, Any], workload: Any, samples: Any) -> "RunFacts":
+        """In the runner, before the manifest exists: the same reading as ``from_manifest``,
+        the fault kinds those that started in ``samples`` (its fault rows, ``lab.phases``)."""
+        from lab.phases import fault_kinds as started  # pyarrow: only where a run's samples are at hand
+
+        return cls.from_manifest({"backend": backend, "options": options, "workload": dataclasses.asdict(workload),
+                                  "fault_kinds": sorted(started(samples))})
 
     def promises(self) -> Promises:
         """The design's promises for these options and this read mode; Jepsen's total-queue

@@ -9,6 +9,7 @@ import pytest
 
 from lab.backends import backend_class
 from lab.checker import check
+from lab.record import Recorder
 from lab.runner import run
 from lab.verdict import (ALLOWED, ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, EXACTLY_ONCE, FIFO, INVALID, NO_ORDER,
                          VALID, Allowance, Promises, RunFacts, fault_kinds, judge, judge_run)
@@ -111,14 +112,24 @@ def test_each_design_declares_its_durability_per_option_set():
     assert kestrel.promises(kestrel.check_options({}), False).delivery == AT_MOST_ONCE
 
 
-def test_run_facts_come_from_the_manifest_and_fault_kinds_from_its_schedule():
+def test_run_facts_come_from_the_manifest_and_fault_kinds_from_what_started():
     manifest = {"backend": "kestrel", "options": {"syncJournal": "always"},
                 "workload": {"ack": "reliable", "faults": [{"fault": "crash"}, {"fault": "pause"}, {"fault": "crash"}]}}
-    assert fault_kinds(manifest) == {"crash", "pause"}
+    assert fault_kinds(manifest) == {"crash", "pause"}  # a run recorded before fault_kinds: its schedule
+    assert fault_kinds({**manifest, "fault_kinds": ["pause"]}) == {"pause"}  # the kinds that started
     facts = RunFacts.from_manifest(manifest)
     assert facts == RunFacts("kestrel", {"syncJournal": "always"}, True, ("crash", "pause"))
     assert facts.promises().by == "kestrel with syncJournal=always, reliable reads"
     assert RunFacts.from_manifest({**manifest, "backend": "gone"}).promises().by.startswith("no promises known")
+
+
+def test_in_the_runner_fault_kinds_are_those_whose_start_is_in_the_history():
+    rec = Recorder("r", "sim", "kestrel", "s")
+    rec.record("p0", "p0", "put", "q0", "p0:0", 0, 5, "ok", None, 1, "steady")
+    rec.record("kestrel", "nemesis", "fault", None, None, 10, 0, "info", "start faults[1] crash: kestrel", 0, "fault")
+    workload = parse_workload({**CRASH, "faults": [{"fault": "pause", "at": 1.5, "duration": 0.1}, CRASH["faults"][0]]})
+    facts = RunFacts.of("kestrel", {}, workload, rec.table())
+    assert facts.faults == ("crash",)  # the pause is scheduled, but no row says it started
 
 
 def test_without_facts_the_rule_is_jepsens_total_queue():
