@@ -9,6 +9,8 @@ writes, as Parquet and JSON:
   p5 / p50 / p95 of the per-second series. End-to-end latency — put start to a message's
   first delivery — is a row with ``op = "e2e"``, in the phase of that delivery. Rows with
   ``phase = "measured"`` merge steady, fault and heal (all but warm-up and the drain).
+  A fault's start and heal rows (``op = "fault"``, ``lab.phases``) are no operations:
+  no summary counts them.
 - ``throughput``: the per-second series (ok completions in each whole second; a second
   with none inside a group's span is a zero — a stall is a zero, not a gap; the partial
   first and last seconds of a span of three or more are dropped).
@@ -54,7 +56,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lab.verdict import RunFacts, judge_run
-from lab.record import LOG_GAMMA, MEASURED_PHASES, OPS, OUTCOMES, PHASES, SAMPLE_SCHEMA, LogHistogram
+from lab.record import FAULT_OP, LOG_GAMMA, MEASURED_PHASES, OPS, OUTCOMES, PHASES, SAMPLE_SCHEMA, LogHistogram
 
 KEYS = ["run_id", "backend", "world", "scenario", "op", "phase"]
 RUN_KEYS = ["run_id", "backend", "world", "scenario"]
@@ -230,7 +232,7 @@ def operations_pass(samples: Samples, exact: bool = False) -> pd.DataFrame:
     # An ok get always carries a message (an empty get is "fail"/"empty", lab.record), so
     # this pass never reads msg_id: the one column that is unique per row and costly to scan.
     delivered = outcome == "ok"
-    frame = samples.frame
+    frame = samples.frame.filter(~F.col("op").eqNullSafe(FAULT_OP))  # a fault's start or heal is no operation
     keys = ["run", *OPERATION] if exact else ["run", "code"]
     if not exact:
         frame = frame.withColumn("code", F.xxhash64(*OPERATION))

@@ -35,7 +35,8 @@ def test_nothing_to_run_fails_before_anything_starts(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2
     assert err.count("\n") == 1 and err.startswith("lab: error: nothing to run: ")
-    assert "gc-pause on ideal in the live world: fault schedules run in the sim world only" in err
+    assert ("gc-pause on ideal in the live world: the live world cannot apply faults[0] (pause); "
+            "pause faults run in the sim world only") in err
     assert "Traceback" not in err
     assert not out.exists() and lab.spark._session is session  # no run, no folder, no (new) Spark
 
@@ -71,7 +72,8 @@ def test_table_chart_and_run_summary_give_one_end_to_end_p50(comparison):
 def test_combinations_that_cannot_run_are_named_one_line_each(comparison):
     _, lines = comparison
     skipped = [line for line in lines if "skipped" in line]
-    assert skipped == ["  skipped burst on queuefka in the live world: fault schedules run in the sim world only"]
+    assert skipped == ["  skipped burst on queuefka in the live world: the live world cannot apply faults[0] (pause); "
+                       "pause faults run in the sim world only"]
 
 
 def test_spark_starts_without_its_start_up_lines_and_errors_still_show():

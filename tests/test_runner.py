@@ -83,7 +83,7 @@ def test_a_pause_shows_up_as_publish_delay_and_latency(tmp_path):
 
 def test_faults_in_the_live_world_and_bad_targets_are_refused(tmp_path):
     w = parse_workload({"name": "f", "duration": 0.2, "faults": [{"fault": "pause", "at": 0.1, "duration": 0.1}]})
-    with pytest.raises(WorkloadError, match="sim world only"):
+    with pytest.raises(WorkloadError, match=r"live world cannot apply faults\[0\] \(pause\); .* sim world only"):
         run(w, "ideal", "live", out=tmp_path, progress=False)
     w = parse_workload({"name": "f", "duration": 0.2,
                         "faults": [{"fault": "pause", "at": 0.1, "duration": 0.1, "target": ["nobody"]}]})
@@ -132,3 +132,30 @@ def test_poisson_arrivals_need_a_rate():
         parse_workload({"name": "x", "arrivals": "poisson", "duration": 1})
     with pytest.raises(WorkloadError, match="arrivals.*constant, poisson"):
         parse_workload({"name": "x", "rate": 10, "arrivals": "bursty", "duration": 1})
+
+
+def test_each_fault_start_and_heal_is_a_row_and_the_phases_come_from_those_rows(tmp_path):
+    from lab.phases import fault_events, fault_kinds, phases_of
+
+    w = parse_workload(BUSY_SIM)
+    result = run(w, "ideal", "sim", out=tmp_path, progress=False)
+    samples = read_samples(tmp_path)
+    events = fault_events(samples)
+    assert [(e.event, e.number, e.kind) for e in events] == [
+        ("start", 0, "pause"), ("heal", 0, "pause"), ("start", 1, "loss"), ("heal", 1, "loss")]
+    t0 = events[0].t_ns - round(0.5e9)  # the pause starts 0.5 s into the run
+    assert events[1].t_ns - events[0].t_ns == round(0.1e9) and events[2].t_ns - t0 == round(0.8e9)
+    assert len(events[0].nodes) == 1 and events[0].nodes[0].startswith("ideal") and set(events[2].nodes) == {"p0", "p1", "p2", "c0", "c1"}
+    assert fault_kinds(samples) == {"pause", "loss"}
+    faults = samples.filter(pc.equal(samples.column("op"), "fault"))
+    assert set(faults.column("client").to_pylist()) == {"nemesis"} and set(faults.column("outcome").to_pylist()) == {"info"}
+    # The stored phases are the ones the fault rows give (warm-up and drain bound them).
+    warmup_end = t0 + round(0.2e9)
+    drain = min(t for t, p in zip(samples.column("t_start_ns").to_pylist(), samples.column("phase").to_pylist())
+                if p == "drain")
+    assert phases_of(samples, warmup_end, drain).to_pylist() == samples.column("phase").to_pylist()
+    phase_at = dict(zip(samples.column("t_start_ns").to_pylist(), samples.column("phase").to_pylist()))
+    assert phase_at[events[0].t_ns] == "fault" and phase_at[events[1].t_ns] == "heal"
+    # ... and no checker or summary counts them as operations
+    puts = samples.filter(pc.equal(samples.column("op"), "put")).num_rows
+    assert result.verdict.attempts == result.summary["put"]["count"] == puts and "fault" not in result.summary

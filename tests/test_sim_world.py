@@ -257,3 +257,43 @@ def test_both_worlds_count_time_from_the_unix_epoch():
     assert SimWorld(seed=1).run(now) == SIM_EPOCH_NS
     live = LiveWorld(seed=1).run(now)
     assert abs(live / 1e9 - time.time()) < 60  # the live clock is the wall clock's
+
+
+def test_fault_verbs_compose_and_each_undo_removes_only_its_own():
+    world = SimWorld(seed=3, config=constant(1.0))
+
+    async def main(rt):
+        await echo_server(world)
+        client = world.node("client")
+
+        def dropped_of(n: int) -> int:
+            before = world.net.dropped["loss"]
+            for _ in range(n):
+                client.net.send("server", "x")
+            return world.net.dropped["loss"] - before
+
+        world.add_loss("client", "server", 0.5)
+        world.add_loss("client", "server", 0.5)
+        both = dropped_of(4000)  # independent drops: 1 - 0.5 * 0.5
+        world.remove_loss("client", "server", 0.5)
+        one = dropped_of(4000)
+        world.remove_loss("client", "server", 0.5)
+        none = dropped_of(1000)
+        world.add_delay("client", "server", 5 * MS)
+        world.add_delay("client", "server", 7 * MS)
+        world.remove_delay("client", "server", 5 * MS)
+        start = rt.now_ns()
+        await client.net.call("server", "y", timeout=1.0)
+        delayed = rt.now_ns() - start
+        world.remove_delay("client", "server", 7 * MS)
+        world.block("client", "server")
+        world.block("client", "server")
+        world.unblock("client", "server")
+        still_cut = ("client", "server") in world.net.blocked
+        world.unblock("client", "server")
+        return both, one, none, delayed, still_cut
+
+    both, one, none, delayed, still_cut = world.run(main)
+    assert 2800 < both < 3200 and 1800 < one < 2200 and none == 0
+    assert delayed == 9 * MS  # 1 + 7 ms there, 1 ms back: only the 5 ms delay was removed
+    assert still_cut and not world.net.blocked and not world.net.link_loss and not world.net.link_delay
