@@ -2,6 +2,7 @@
 of the imports proves it.
 
 For every module of a ``lab/backends/*/core/`` package (and a single-file ``core.py``),
+and of a ``wire/`` package (sans-IO: the same rule holds for protocol handlers),
 the walk follows each import through the project's own modules (``lab.*``), including
 the packages Python runs on the way (``lab/__init__.py``, ``lab/backends/__init__.py``,
 ...), lazy imports inside functions too, and refuses any module named in ``FORBIDDEN``
@@ -40,8 +41,9 @@ class Import:
 
 
 def core_files(backends: Path = BACKENDS) -> list[Path]:
-    """Every module of a core/ package, and every single-file core.py."""
-    return sorted(backends.glob("*/core/*.py")) + sorted(backends.glob("*/core.py"))
+    """Every module of a core/ or wire/ package, and every single-file core.py."""
+    return sorted(backends.glob("*/core/*.py")) + sorted(backends.glob("*/core.py")) + sorted(
+        backends.glob("*/wire/*.py"))
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -136,7 +138,7 @@ def forbidden_chains(start: Path, root: Path = ROOT, project: tuple[str, ...] = 
 
 
 def test_there_are_cores_to_scan():
-    designs = {p.parent.parent.name if p.parent.name == "core" else p.parent.name for p in core_files()}
+    designs = {p.parent.parent.name if p.parent.name in ("core", "wire") else p.parent.name for p in core_files()}
     assert {"kestrel", "queuefka", "ideal"} <= designs
 
 
