@@ -106,7 +106,7 @@ def test_each_design_declares_its_durability_per_option_set():
     assert lose_under("kestrel", {"syncJournal": "always"}, reliable=False) == [ANY_FAULT]  # at-most-once
     assert lose_under("queuefka", {}) == lose_under("queuefka", {"fsync": "1000records"}) == ["crash"]
     assert lose_under("queuefka", {"fsync": "always"}) == []
-    assert lose_under("ideal", {}) == ["crash"]
+    assert lose_under("ideal", {}) == [ANY_FAULT, "crash"]
     kestrel = backend_class("kestrel")
     assert kestrel.promises(kestrel.check_options({}), True).delivery == AT_LEAST_ONCE
     assert kestrel.promises(kestrel.check_options({}), False).delivery == AT_MOST_ONCE
@@ -165,3 +165,12 @@ def test_a_crash_loss_is_allowed_when_the_log_never_fsyncs_and_none_happens_when
     assert never.verdict.lost > 0 and never.verdict.verdict == ALLOWED, never.verdict.line()
     assert f"under crash: allowed, {option}=never loses the unsynced tail" in never.verdict.reason
     assert always.verdict.lost == 0 and always.verdict.verdict == VALID, always.verdict.line()
+
+
+def test_the_ideal_control_with_plain_gets_loses_a_get_whose_reply_a_dropped_message_cuts(tmp_path: Path):
+    lossy = {"name": "lossy", "queues": 2, "producers": 2, "consumers": 2, "message_size": 100, "rate": 2000,
+             "duration": 2.0, "warmup": 0.2, "ack": "auto", "seed": 5,
+             "faults": [{"fault": "loss", "at": 1.0, "duration": 0.5, "p": 0.3, "target": "servers"}]}
+    v = run(parse_workload(lossy), "ideal", "sim", out=tmp_path / "r", progress=False).verdict
+    assert v.lost > 0 and v.verdict == ALLOWED, v.line()  # it was invalid while the ideal promised no loss
+    assert "under loss: allowed, a get whose reply is cut is never delivered" in v.reason

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 from lab.backends import Backend, Delivery, QueueClient, Rejected
 from lab.backends.ideal.core import Ack, Get, IdealQueue, Item, Put, Release
 from lab.runtime import Runtime
-from lab.verdict import EXACTLY_ONCE, FIFO, Allowance, Promises
+from lab.verdict import ANY_FAULT, AT_MOST_ONCE, EXACTLY_ONCE, FIFO, Allowance, Promises
 
 SERVER = "ideal-0"
 
@@ -48,9 +48,14 @@ class IdealBackend(Backend):
 
     @classmethod
     def promises(cls, options: Mapping[str, Any], reliable: bool) -> Promises:
-        """Exactly-once and FIFO while its node is up; in memory, so a crash loses everything."""
-        return Promises(f"ideal with {'reliable reads' if reliable else 'plain gets'}", EXACTLY_ONCE, FIFO,
-                        (Allowance("lost", ("crash",), "in memory: a crash loses everything"),))
+        """FIFO, nothing duplicated (it never redelivers): exactly-once with reliable reads,
+        at-most-once with plain gets; in memory, so a crash loses everything, and a get whose
+        reply a fault cuts is lost (a plain get removed its item; an open read stays open)."""
+        cut = "a plain get removed its item" if not reliable else "an open read stays open: nothing redelivers"
+        return Promises(f"ideal with {'reliable reads' if reliable else 'plain gets'}",
+                        EXACTLY_ONCE if reliable else AT_MOST_ONCE, FIFO,
+                        (Allowance("lost", ("crash",), "in memory: a crash loses everything"),
+                         Allowance("lost", (ANY_FAULT,), f"a get whose reply is cut is never delivered: {cut}")))
 
     @property
     def server_nodes(self) -> list[str]:
