@@ -20,7 +20,6 @@ from lab.live.disk import FileStore
 from lab.live import LiveWorld
 from lab.runtime import File, Handle, Store
 from lab.storage import RuntimeStore
-from models.world import SimWorld
 from lab.runner import run
 from lab.workload import parse_workload
 from models.world import SimWorld
