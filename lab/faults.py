@@ -182,11 +182,6 @@ class Fault:
         """Break ``world`` as placed; return what mends exactly that."""
         raise NotImplementedError
 
-    def describe(self) -> str:
-        """The entry in one line: ``partition at 1 s for 0.5 s (shape=halves)``."""
-        own = ", ".join(f"{name}={getattr(self, name)}" for name in self.FIELDS)
-        return f"{self.kind} at {self.at:g} s for {self.duration:g} s" + (f" ({own})" if own else "")
-
 
 def parse_fault(entry: Any) -> Fault:
     """One schedule entry (a mapping) as its kind's spec; a FieldError names a bad field."""
@@ -416,9 +411,6 @@ class DiskDelay(Fault):
         for node in placement.nodes:
             world.add_fsync_delay(node, extra)
         return lambda: [world.remove_fsync_delay(node, extra) for node in placement.nodes]
-
-
-KINDS = tuple(REGISTRY)
 
 
 def _milliseconds(entry: dict[str, Any], key: str, what: str, required: bool = True) -> float:
