@@ -6,9 +6,10 @@ The comparison is a table (Markdown for people, CSV for tools) built from the
 pipeline's ``measured`` rows (steady, fault and heal) and checker totals (the whole run)
 — plus the reordering that only the per-run checker measures — and a latency chart (put
 and end-to-end latency by percentile, one line per backend and world) drawn from the
-same rows' histograms, so the chart's p50 is the table's. Workloads with a fault schedule
-run in the sim world only; a combination that cannot run is named and skipped, and a
-comparison with nothing to run fails before anything starts.
+same rows' histograms, so the chart's p50 is the table's. A workload does not run in a
+world that cannot apply its faults (``lab.runner.fault_refusal``); a combination that
+cannot run is named and skipped, and a comparison with nothing to run fails before
+anything starts.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from lab.backends import REGISTRY, backend_class
 from lab.paths import runs_dir
 from lab.record import MEASURED_PHASES, LogHistogram
-from lab.runner import RunResult, run
+from lab.runner import RunResult, fault_refusal, run
 from lab.summary import MEASURED, format_ns
 from lab.verdict import ALLOWED, INVALID, VALID
 from lab.workload import Workload, load_workload, standard_workload_files
@@ -123,8 +124,8 @@ def plan(workloads: list[Workload], backends: list[str],
             for world in worlds:
                 if world not in supported:
                     reason = f"{backend} runs in the {' and '.join(supported)} world(s) only"
-                elif workload.faults and world != "sim":
-                    reason = "fault schedules run in the sim world only"
+                elif (refusal := fault_refusal(workload, world)) is not None:
+                    reason = refusal
                 else:
                     runnable.append((workload, backend, world))
                     continue
