@@ -93,7 +93,7 @@ class Verdict:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d.pop("facts")  # the manifest holds them: backend, options, workload
+        d.pop("facts")  # the manifest holds them: backend, options, workload, fault_kinds
         d.update(verdict=self.verdict, reason=self.reason, valid=self.valid, problem=self.problem)
         return d
 

@@ -59,7 +59,7 @@ class Allowance:
 class Promises:
     """What a design promises under one option set and read mode."""
 
-    by: str  # who promises, under which options: "kestrel (syncJournal=always, reliable reads)"
+    by: str  # who promises, under which options: "kestrel with syncJournal=always, reliable reads"
     delivery: str  # one of DELIVERIES
     order: str  # one of ORDERS
     allowances: tuple[Allowance, ...] = ()
