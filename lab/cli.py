@@ -154,7 +154,7 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
     print(format_spark_summary(result.summary))
     print()
     for _, c in result.checks.iterrows():
-        verdict = "VALID" if c["valid"] else "INVALID"
+        verdict = c["verdict"].upper() + ("" if c["valid"] else f" ({c['reason']})")
         print(f"{c['run_id']}: {verdict}: {c['attempts']} attempted, {c['ok']} ok, {c['lost']} lost, "
               f"{c['unexpected']} unexpected, {c['duplicated']} duplicated, {c['recovered']} recovered")
     print(f"\nsummaries: {result.directory} (summary, throughput, checks as .parquet and .json)")
