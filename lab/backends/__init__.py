@@ -24,6 +24,7 @@ from lab.backends.options import TIMEOUT, BadOption, Option, check  # noqa: F401
 from lab.runtime import RemoteError, Runtime, Unreachable, World
 from lab.verdict import Promises, total_queue
 
+
 @dataclass(frozen=True)
 class Registration:
     """One design: its package, the Backend class in its ``driver`` module, and the colour
