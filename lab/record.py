@@ -63,17 +63,16 @@ class Recorder:
 
     ``measure`` times and records one operation, as Locust's ``events.request.measure()``
     does: ``classify`` turns an exception the operation raised into its outcome (``fail``
-    or ``info``), and ``phase_of`` names the phase of its start time.
+    or ``info``). Measured rows carry no phase: the runner sets every row's phase afterwards
+    from the run's fault rows (``lab.phases.with_phases``).
     """
 
     def __init__(self, run_id: str, world: str, backend: str, scenario: str,
-                 classify: Callable[[BaseException], str] = lambda error: "info",
-                 phase_of: Callable[[int], str] = lambda t_ns: "steady"):
+                 classify: Callable[[BaseException], str] = lambda error: "info"):
         self.run = {"run_id": run_id, "world": world, "backend": backend, "scenario": scenario}
         self.columns: dict[str, list] = {name: [] for name in _PER_ROW}
         self._append = [self.columns[name].append for name in _PER_ROW]
         self.classify = classify
-        self.phase_of = phase_of
 
     def measure(self, clock: Callable[[], int], node: str, client: str, op: str, queue: str,
                 msg_id: str | None = None, nbytes: int = 0, delay_ns: int | None = None) -> "Measurement":
@@ -95,7 +94,7 @@ class Recorder:
         outcome: str,
         error: str | None = None,
         nbytes: int = 0,
-        phase: str = "steady",
+        phase: str | None = None,
         delay_ns: int | None = None,
     ) -> None:
         values = (node, client, op, queue, msg_id, t_start_ns, latency_ns, outcome, error, nbytes, phase, delay_ns)
@@ -120,7 +119,7 @@ class Measurement:
     """One operation being timed; the block sets ``msg_id`` and ``bytes`` as it learns them."""
 
     __slots__ = ("recorder", "clock", "node", "client", "op", "queue", "msg_id", "bytes", "delay_ns",
-                 "start_ns", "end_ns", "phase", "outcome", "error")
+                 "start_ns", "end_ns", "outcome", "error")
 
     def __init__(self, recorder: Recorder, clock: Callable[[], int], node: str, client: str, op: str, queue: str,
                  msg_id: str | None, nbytes: int, delay_ns: int | None):
@@ -128,7 +127,6 @@ class Measurement:
         self.node, self.client, self.op, self.queue = node, client, op, queue
         self.msg_id, self.bytes, self.delay_ns = msg_id, nbytes, delay_ns
         self.start_ns = self.end_ns = 0
-        self.phase = ""
         self.outcome, self.error = "ok", None
 
     @property
@@ -141,7 +139,6 @@ class Measurement:
 
     def __enter__(self) -> "Measurement":
         self.start_ns = self.clock()
-        self.phase = self.recorder.phase_of(self.start_ns)  # the phase it started in
         return self
 
     def __exit__(self, kind, error, traceback) -> bool:
@@ -151,7 +148,7 @@ class Measurement:
         if error is not None:
             self.outcome, self.error = self.recorder.classify(error), f"{type(error).__name__}: {error}"[:200]
         self.recorder.record(self.node, self.client, self.op, self.queue, self.msg_id, self.start_ns,
-                             self.end_ns - self.start_ns, self.outcome, self.error, self.bytes, self.phase,
+                             self.end_ns - self.start_ns, self.outcome, self.error, self.bytes, None,
                              self.delay_ns)
         return True
 
