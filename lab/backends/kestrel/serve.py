@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from lab.backends.kestrel.config import ServerConfig, load_config
 from lab.live import LiveWorld
+from lab.live.processes import ready_line
 from lab.runtime import Runtime
 from lab.storage import RuntimeStore
 
@@ -24,6 +25,8 @@ NODE = "kestrel"
 
 
 HELP = "Kestrel's memcache, text and admin ports"
+#: the flag that sets each port of the ready line (lab.live.processes restarts on the same ports)
+PORTS = {"memcache": "--port", "text": "--text-port", "admin": "--admin-port"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -54,7 +57,8 @@ def config_from(args: argparse.Namespace) -> ServerConfig:
 
 
 def serve(args: argparse.Namespace, ready=print) -> None:
-    """Serve until interrupted; ``ready`` is told the ports once they are open."""
+    """Serve until interrupted; ``ready`` is told the ready line (lab.live.processes) once
+    the ports are open."""
     config = config_from(args)
     # journal warnings (a cut tail: "DATA MAY HAVE BEEN LOST") must reach the operator
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -90,8 +94,7 @@ def serve(args: argparse.Namespace, ready=print) -> None:
                                on_shutdown=stop.set, on_reload=reload)
         ports = await server.start(config.listen_address, config.memcache_port, config.text_port, config.admin_port)
         rt.spawn(collection.run_timers(), name="timers")
-        ready(f"kestrel serving {queue_path} on {config.listen_address}: "
-              + ", ".join(f"{k} {v}" for k, v in ports.items()))
+        ready(ready_line("kestrel", ports))
         try:
             await stop.wait()
         finally:

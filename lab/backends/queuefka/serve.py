@@ -15,12 +15,15 @@ from pathlib import Path
 from lab.backends.queuefka.core.broker import Config, QueuefkaCore
 from lab.backends.queuefka.http_front import HEADER_TIMEOUT, start_http
 from lab.live import LiveWorld
+from lab.live.processes import ready_line
 from lab.runtime import Runtime
 
 NODE = "queuefka"
 
 
 HELP = "Queuefka's HTTP front over a data directory"
+#: the flag that sets each port of the ready line (lab.live.processes restarts on the same ports)
+PORTS = {"http": "--port"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -31,6 +34,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--segment-size", type=int, default=Config.segment_size_hint,
                    help="segment size hint in bytes (default 10 MiB)")
     p.add_argument("--retention", type=float, help="delete consumed segments older than this many seconds")
+    p.add_argument("--retention-interval", type=float, default=Config.retention_interval,
+                   help=f"seconds between retention sweeps (default {Config.retention_interval:g})")
+    p.add_argument("--session-timeout", type=float, default=Config.session_timeout,
+                   help="seconds before fetched, uncommitted records are handed out again "
+                        f"(default {Config.session_timeout:g})")
     p.add_argument("--header-timeout", type=float, default=HEADER_TIMEOUT,
                    help=f"seconds a connection has to send a request's headers, and to stay idle (default {HEADER_TIMEOUT:g})")
 
@@ -41,16 +49,21 @@ def config_from(args: argparse.Namespace) -> Config:
         raise ValueError(f"--port {args.port}: use 0 to 65535")
     if args.retention is not None and args.retention < 0:
         raise ValueError(f"--retention {args.retention}: use a number of seconds >= 0")
+    for flag in ("retention_interval", "session_timeout"):
+        if not getattr(args, flag) > 0:
+            raise ValueError(f"--{flag.replace('_', '-')} {getattr(args, flag)}: use a number of seconds > 0")
     if not args.header_timeout > 0:
         raise ValueError(f"--header-timeout {args.header_timeout}: use a number of seconds > 0")
     try:
-        return Config(segment_size_hint=args.segment_size, fsync=args.fsync, retention_age=args.retention)
+        return Config(segment_size_hint=args.segment_size, fsync=args.fsync, retention_age=args.retention,
+                      retention_interval=args.retention_interval, session_timeout=args.session_timeout)
     except ValueError as e:
         raise ValueError(f"--fsync/--segment-size: {e}") from None
 
 
 def serve(args: argparse.Namespace, ready=print) -> None:
-    """Serve until interrupted; ``ready`` is told the URL once the port is open."""
+    """Serve until interrupted; ``ready`` is told the ready line (lab.live.processes) once
+    the port is open."""
     config = config_from(args)
     args.data_dir.mkdir(parents=True, exist_ok=True)
     world = LiveWorld(root=args.data_dir, disk_roots={NODE: args.data_dir})
@@ -69,7 +82,7 @@ def serve(args: argparse.Namespace, ready=print) -> None:
         core = cores[0]
         runner, port = await start_http(core, args.host, args.port, header_timeout=args.header_timeout)
         rt.spawn(core.run_retention(), name="retention")
-        ready(f"queuefka serving {args.data_dir} on http://{args.host}:{port} (fsync {config.fsync})")
+        ready(ready_line("queuefka", {"http": port}))
         try:
             await stop.wait()
         finally:
