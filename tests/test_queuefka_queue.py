@@ -18,6 +18,7 @@ from lab.backends.queuefka.embedded import Consumer, apply_retention, committed_
 from lab.backends.queuefka.http_front import start_http
 from lab.live.disk import FileStore
 from lab.live import LiveWorld
+from lab.live.processes import parse_ready
 from lab.runtime import File, Handle, Store
 from lab.storage import RuntimeStore
 from lab.runner import run
@@ -234,8 +235,9 @@ def test_lab_serve_queuefka_serves_until_terminated(tmp_path: Path):
     server = subprocess.Popen([sys.executable, "-m", "lab.cli", "serve", "queuefka", "--port", "0",
                                "--data-dir", str(tmp_path / "d")], stdout=subprocess.PIPE, text=True)
     try:
-        line = server.stdout.readline()
-        url = line.split(" on ", 1)[1].split(" ")[0]
+        design, ports = parse_ready(server.stdout.readline())
+        assert design == "queuefka"
+        url = f"http://127.0.0.1:{ports['http']}"
         assert httpx.post(f"{url}/topics/t/messages", content=b"via serve").status_code == 201
     finally:
         server.terminate()
