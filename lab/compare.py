@@ -124,7 +124,7 @@ def plan(workloads: list[Workload], backends: list[str],
             for world in worlds:
                 if world not in supported:
                     reason = f"{backend} runs in the {' and '.join(supported)} world(s) only"
-                elif (refusal := fault_refusal(workload, world)) is not None:
+                elif (refusal := fault_refusal(workload, world, backend)) is not None:
                     reason = refusal
                 else:
                     runnable.append((workload, backend, world))

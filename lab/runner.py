@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Iterator, TextIO
 
 from lab import message
-from lab.backends import Backend, QueueClient, backend_class, outcome_of
+from lab.backends import Backend, QueueClient, backend_class, design_module, outcome_of
 from lab.checker import Verdict, check
 from lab.paths import make_run_dir, runs_dir
 from lab.provenance import machine, versions
@@ -104,11 +104,18 @@ def make_world(kind: str, seed: int, workload: Workload | None = None) -> World:
     return cls(seed)  # live: node disks in a temporary folder, removed after the run
 
 
-def fault_refusal(workload: Workload, world: str) -> str | None:
-    """Why ``world`` cannot apply ``workload``'s fault schedule (one line), or None if it can."""
-    found = supports(getattr(world_class(world), "fault_kinds", ()), workload.faults)
+def fault_refusal(workload: Workload, world: str, backend: str | None = None) -> str | None:
+    """Why ``world`` cannot apply ``workload``'s fault schedule (one line), or None if it can;
+    with ``backend``, also why not to that design's servers (live: they must be processes)."""
+    cls = world_class(world)
+    found = supports(getattr(cls, "fault_kinds", ()), workload.faults)
     if found is None:
-        return None
+        if world == "live" and backend is not None and workload.faults and design_module(backend, "serve") is None:
+            return (f"the live world applies faults to server processes, and {backend} has none "
+                    f"(it runs in the runner's process)")
+        refuse = getattr(cls, "refusal", lambda fault: None)  # what else the world cannot do
+        return next((f"the {world} world cannot apply faults[{number}] ({fault.kind}): {why}"
+                     for number, fault in enumerate(workload.faults) if (why := refuse(fault))), None)
     number, fault = found
     able = [w for w in WORLDS if fault.kind in getattr(world_class(w), "fault_kinds", ())]
     return (f"the {world} world cannot apply faults[{number}] ({fault.kind}); "
@@ -133,7 +140,7 @@ def run(
     options = cls.check_options(options)
     if world not in cls.worlds:
         raise WorkloadError(f"backend {backend!r} runs in the {' and '.join(cls.worlds)} world(s), not {world!r}")
-    refusal = fault_refusal(workload, world)
+    refusal = fault_refusal(workload, world, backend)
     if refusal is not None:
         raise WorkloadError(f"{workload.source}: {refusal}")
 

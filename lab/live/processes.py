@@ -134,10 +134,14 @@ class ServerProcess:
                 self.wait_ready()
                 return self
             except RuntimeError:
-                if attempt == RESTART_TRIES - 1 or "address already in use" not in self.log().lower():
+                if attempt == RESTART_TRIES - 1 or not self.port_was_taken():
                     raise
                 time.sleep(0.1)
         return self
+
+    def port_was_taken(self) -> bool:
+        """Did the last start fail because one of its ports was in use?"""
+        return "address already in use" in self.log().lower()
 
     # ------------------------------------------------------------------ signals
 

@@ -1,16 +1,32 @@
 """The live world: nodes in one asyncio process, talking over loopback TCP, each with a
-disk folder; and the event-loop runner that also works inside Jupyter's running loop."""
+disk folder; server nodes as processes of their own (``lab serve``, ``lab.live.processes``)
+and the faults it applies to them; and the event-loop runner that also works inside
+Jupyter's running loop.
+
+Faults (the ``lab.faults.FaultWorld`` verbs) hit server processes only: ``pause`` is
+SIGSTOP until ``resume`` sends SIGCONT, ``crash`` is kill -9 and ``restart`` starts the
+server again on the same data dir and ports. Clients run in this process: a fault aimed
+at them is refused before the run (``refusal``). Links (partition, delay, loss) and slow
+disks are not applied here yet.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Coroutine, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Sequence, TypeVar
 
+from lab.live.processes import RESTART_TRIES, ServerProcess
 from lab.live.runtime import LiveRuntime
 from lab.runtime import Boot
+
+if TYPE_CHECKING:
+    from lab.faults import Fault
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -19,6 +35,10 @@ class LiveWorld:
     """Nodes in one asyncio process, talking over loopback TCP, each with a disk folder."""
 
     kind = "live"
+    #: the fault kinds this world applies (lab.faults), to server processes
+    fault_kinds = ("pause", "crash")
+    #: targets that may fall on a client, which runs in the runner's own process
+    CLIENT_TARGETS = ("clients", "all", "one", "minority", "majority")
 
     def __init__(self, seed: int = 0, root: str | os.PathLike | None = None,
                  disk_roots: dict[str, str | os.PathLike] | None = None):
@@ -32,6 +52,10 @@ class LiveWorld:
         self.root = Path(root if root is not None else self._tmp.name)
         self.addresses: dict[str, tuple[str, int]] = {}
         self.nodes: dict[str, LiveRuntime] = {}
+        self.processes: dict[str, ServerProcess] = {}  # server nodes that are processes
+        self._pauses: dict[str, int] = {}  # pauses in force per node: it resumes after the last
+        self._crashes: dict[str, int] = {}  # crashes in force per node: it restarts after the last
+        self._starting: set[asyncio.Task] = set()
         self.epoch_ns = time.time_ns()
         self.mono_ns = time.monotonic_ns()
 
@@ -47,6 +71,103 @@ class LiveWorld:
         await boot(rt)
         return rt
 
+    async def start_process(self, node: str, design: str, argv: Sequence[str] = ()) -> ServerProcess:
+        """Start node ``node`` as ``lab serve <design> <argv>`` over ``root/node``; return once
+        it is ready. Its ports are in ``address``."""
+        if node in self.processes:
+            raise ValueError(f"node {node!r} is already a server process")
+        proc = self.processes[node] = ServerProcess(design, self.root / node, argv)
+        proc.launch()  # forked from the loop's thread: the parent-death signal follows this thread
+        await asyncio.get_running_loop().run_in_executor(None, proc.wait_ready)
+        return proc
+
+    def address(self, node: str, port: str) -> tuple[str, int]:
+        """Where a client reaches server process ``node``'s port called ``port`` (its ready line's name)."""
+        proc = self._process(node)
+        if port not in proc.ports:
+            raise ValueError(f"{node} has no port {port!r} (it has {', '.join(proc.ports) or 'none yet'})")
+        return "127.0.0.1", proc.ports[port]
+
+    def _process(self, node: str) -> ServerProcess:
+        proc = self.processes.get(node)
+        if proc is None:
+            raise ValueError(f"the live world applies faults to server processes only; {node!r} is not one "
+                             f"(server processes: {', '.join(self.processes) or 'none'})")
+        return proc
+
+    @classmethod
+    def refusal(cls, fault: "Fault") -> str | None:
+        """Why this world cannot apply ``fault`` whatever the design (one line), or None."""
+        for target in fault.target:
+            if target in cls.CLIENT_TARGETS or (target[:1] in ("p", "c") and target[1:].isdigit()):
+                return (f"target {target} may hit a client, and clients run in the runner's own process: "
+                        f"the live world pauses and crashes server processes only (target servers, server "
+                        f"or a server's name)")
+        return None
+
+    # ------------------------------------------------------------ fault verbs (lab.faults.FaultWorld)
+
+    def pause(self, node: str) -> None:
+        """SIGSTOP: the server's process stops; its connections stay open, unanswered."""
+        proc = self._process(node)
+        self._pauses[node] = self._pauses.get(node, 0) + 1
+        if self._pauses[node] == 1 and self.is_up(node):
+            proc.pause()
+
+    def resume(self, node: str) -> None:
+        """End one pause; SIGCONT when none is left."""
+        proc = self._process(node)
+        self._pauses[node] = max(0, self._pauses.get(node, 0) - 1)
+        if self._pauses[node] == 0:
+            proc.resume()
+
+    def crash(self, node: str, tear: bool = False) -> None:
+        """kill -9. What the server had written is in the page cache and survives; what it
+        held in its own memory is gone (``tear`` has no meaning here: the kernel keeps whole writes)."""
+        proc = self._process(node)
+        self._crashes[node] = self._crashes.get(node, 0) + 1
+        if self._crashes[node] == 1:
+            proc.kill()
+            self._pauses[node] = 0  # a crash ends every pause, as in the sim world
+
+    def restart(self, node: str) -> ServerProcess:
+        """End one crash; when none is left, start the server again on the same data dir and
+        ports. It returns at once: clients find the ports closed until the server is ready."""
+        proc = self._process(node)
+        if self.is_up(node):
+            raise RuntimeError(f"{node} is running; crash it before restarting it")
+        self._crashes[node] -= 1
+        if self._crashes[node] == 0:
+            proc.launch()
+            task = asyncio.get_running_loop().create_task(self._until_ready(node, proc))
+            self._starting.add(task)
+            task.add_done_callback(self._starting.discard)
+        return proc
+
+    async def _until_ready(self, node: str, proc: ServerProcess) -> None:
+        loop = asyncio.get_running_loop()
+        for attempt in range(RESTART_TRIES):
+            try:
+                await loop.run_in_executor(None, proc.wait_ready)
+                return
+            except RuntimeError as e:
+                if attempt == RESTART_TRIES - 1 or not proc.port_was_taken():
+                    log.error("%s did not restart: %s", node, e)
+                    return
+            await asyncio.sleep(0.1)
+            proc.launch()
+
+    def is_up(self, node: str) -> bool:
+        return self._crashes.get(node, 0) == 0
+
+    def stop_processes(self) -> None:
+        """Stop every server process (SIGTERM, then kill); the run's end, however it ends."""
+        for task in self._starting:
+            task.cancel()
+        for proc in self.processes.values():
+            if proc.running:
+                proc.stop()
+
     def run(self, main: Callable[[LiveRuntime], Awaitable[T]]) -> T:
         return _run_event_loop(self._main(main))
 
@@ -55,6 +176,7 @@ class LiveWorld:
         try:
             return await main(control)
         finally:
+            self.stop_processes()  # before the temporary root goes: their data dirs are in it
             for rt in list(self.nodes.values()):
                 await rt.close()
             if self._tmp is not None:

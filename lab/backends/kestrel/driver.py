@@ -3,14 +3,16 @@
 - sim: clients send raw memcache-protocol bytes over the simulated network, tagged with
   a connection id; the server node feeds them to the same parser, sessions and handlers
   that serve real sockets (a closed connection aborts its open reads there too).
-- live: the asyncio server on loopback and pymemcache clients, each on its own thread
-  (pymemcache blocks; the event loop that runs the server must not).
+- live: the server is its own process (``lab serve kestrel`` with the options as its
+  config file); pymemcache clients, each on its own thread (pymemcache blocks; the
+  runner's event loop must not).
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping
 
@@ -117,11 +119,11 @@ class SimKestrelClient(QueueClient):
 class LiveKestrelClient(QueueClient):
     """pymemcache on a thread of its own (calls stay in order, the loop stays free)."""
 
-    def __init__(self, port: int, reliable: bool, timeout: float):
+    def __init__(self, address: tuple[str, int], reliable: bool, timeout: float):
         from lab.backends.kestrel.client import KestrelMemcacheClient
 
         self.reliable = reliable
-        self.client = KestrelMemcacheClient(("127.0.0.1", port), timeout=timeout + 1.0)
+        self.client = KestrelMemcacheClient(address, timeout=timeout + 1.0)
         self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kestrel-client")
 
     async def _run(self, fn, *args, **kw):
@@ -199,39 +201,38 @@ class KestrelBackend(Backend):
         self.config: ServerConfig = config_from_mapping(
             {"maxOpenTransactions": self.options["maxOpenTransactions"], "default": queue_options}, "options")
         self.timeout = self.options["timeout"]
-        self._collection: QueueCollection | None = None
-        self._server = None
-        self.port = 0
+        self._process = None  # live: the server's process
+
+    def config_toml(self) -> str:
+        """The options as a config file of the live server (the original's option names)."""
+        lines = [f"maxOpenTransactions = {self.options['maxOpenTransactions']}", "[default]"]
+        lines += [f"{key} = {json.dumps(value)}" for key, value in self.options.items()  # JSON strings are TOML's
+                  if key not in ("timeout", "maxOpenTransactions") and value is not None]
+        return "\n".join(lines) + "\n"
 
     @property
     def server_nodes(self) -> list[str]:
         return [SERVER]
 
     async def start(self) -> None:
-        live = self.world.kind == "live"
+        if self.world.kind == "live":
+            config = self.world.root / f"{SERVER}.toml"
+            config.write_text(self.config_toml())
+            self._process = await self.world.start_process(SERVER, "kestrel", ["--config", str(config)])
+            return
 
         async def boot(rt: Runtime) -> None:
-            store = RuntimeStore(rt, QUEUE_PATH)
-            collection = self._collection = QueueCollection(rt, self.config, store)
-            if live:
-                from lab.backends.kestrel.server import KestrelServer
-
-                self._server = KestrelServer(collection, self.config.max_open_transactions)
-                ports = await self._server.start("127.0.0.1", memcache_port=0)
-                self.port = ports["memcache"]
-            else:
-                await rt.net.serve(SimMemcacheFront(collection, self.config.max_open_transactions).handle)
+            collection = QueueCollection(rt, self.config, RuntimeStore(rt, QUEUE_PATH))
+            await rt.net.serve(SimMemcacheFront(collection, self.config.max_open_transactions).handle)
             rt.spawn(collection.run_timers(), name="kestrel timers")
 
         await self.world.start(SERVER, boot)
 
     def client(self, rt: Runtime, reliable: bool) -> QueueClient:
         if self.world.kind == "live":
-            return LiveKestrelClient(self.port, reliable, self.timeout)
+            return LiveKestrelClient(self.world.address(SERVER, "memcache"), reliable, self.timeout)
         return SimKestrelClient(rt, reliable, self.timeout)
 
     async def stop(self) -> None:
-        if self._server is not None:
-            await self._server.stop()
-        if self._collection is not None and self.world.kind == "live":
-            self._collection.close()
+        if self._process is not None:
+            self._process.stop()  # SIGTERM: every journal is fsynced and closed

@@ -2,8 +2,8 @@
 
 Sim world: the core on a simulated node (its disk loses the unsynced tail on a crash),
 reached through the simulated network with the core's own requests. Live world: the
-core behind the real HTTP front on loopback, reached with aiohttp (or httpx, the
-``http_client`` option) — the design's wire. Each workload queue is a topic; every
+server is its own process (``lab serve queuefka``, the options as its flags), reached
+over loopback HTTP with aiohttp (or httpx, the ``http_client`` option) — the design's wire. Each workload queue is a topic; every
 consumer is in one group, ``lab``: reliable acks mean at-least-once (commit after the
 get), auto acks at-most-once (commit before). The options are declared on the backend
 (``options_declared``; ``lab backends`` lists them).
@@ -107,8 +107,7 @@ class HttpQueuefkaClient(_PrefetchingClient):
 
     ``library`` is ``aiohttp`` (default) or ``httpx``. Measured on the 2-core machine, one
     POST round trip to an aiohttp server on loopback costs 110 µs with aiohttp's client
-    and 630 µs with httpx's; in the live world client and server share one event loop, so
-    httpx's cost would be charged to the design.
+    and 630 µs with httpx's.
     """
 
     def __init__(self, base_url: str, reliable: bool, timeout: float, prefetch: int, library: str = "aiohttp"):
@@ -224,37 +223,38 @@ class QueuefkaBackend(Backend):
         self.timeout = self.options["timeout"]
         self.prefetch = self.options["prefetch"]
         self.http_client = self.options["http_client"]
-        self._http = None
-        self._core: QueuefkaCore | None = None
-        self.port = 0
+        self._process = None  # live: the server's process
+
+    def serve_flags(self) -> list[str]:
+        """The options as flags of the live server (``lab serve queuefka``)."""
+        c = self.config
+        flags = ["--fsync", c.fsync, "--segment-size", str(c.segment_size_hint),
+                 "--retention-interval", repr(c.retention_interval), "--session-timeout", repr(c.session_timeout)]
+        return flags + (["--retention", repr(c.retention_age)] if c.retention_age is not None else [])
 
     @property
     def server_nodes(self) -> list[str]:
         return [SERVER]
 
     async def start(self) -> None:
-        live = self.world.kind == "live"
+        if self.world.kind == "live":
+            self._process = await self.world.start_process(SERVER, "queuefka", self.serve_flags())
+            return
 
         async def boot(rt: Runtime) -> None:
-            core = self._core = QueuefkaCore(rt, self.config)
-            if live:
-                from lab.backends.queuefka.http_front import start_http
-
-                self._http, self.port = await start_http(core)
-            else:
-                await rt.net.serve(core.handle)
+            core = QueuefkaCore(rt, self.config)
+            await rt.net.serve(core.handle)
             rt.spawn(core.run_retention(), name="retention")
 
         await self.world.start(SERVER, boot)
 
     def client(self, rt: Runtime, reliable: bool) -> QueueClient:
         if self.world.kind == "live":
-            return HttpQueuefkaClient(f"http://127.0.0.1:{self.port}", reliable, self.timeout, self.prefetch,
+            host, port = self.world.address(SERVER, "http")
+            return HttpQueuefkaClient(f"http://{host}:{port}", reliable, self.timeout, self.prefetch,
                                       self.http_client)
         return SimQueuefkaClient(rt, reliable, self.timeout, self.prefetch)
 
     async def stop(self) -> None:
-        if self._http is not None:
-            await self._http.cleanup()
-        if self._core is not None and self.world.kind == "live":
-            self._core.close()  # flush and release the files (a sim node just stops)
+        if self._process is not None:
+            self._process.stop()  # SIGTERM: buffered records are flushed (fsynced unless never)
