@@ -1,0 +1,149 @@
+"""The live world's links: a TCP proxy between a client node and a server process, which the
+live world's faults cut, delay or make lossy.
+
+A ``LinkProxy`` listens on a loopback port and forwards every connection to its target.
+Each direction of the link (``UP``: client to server, ``DOWN``: server to client) is a
+queue of chunks with a due time, written in order. The faults act on the due times and
+on a gate per direction, the way a network's faults look to a TCP endpoint:
+
+- **block** (a partition): the gate closes; bytes are read and held, not dropped, and
+  flow again when it opens — TCP retransmits what a cut link lost, so after a heal the
+  connection goes on, and an application sees a stall (and its own timeouts), not a reset;
+- **delay** (``ms`` plus uniform ``jitter``): added to each chunk's due time, order kept;
+- **loss** (``p``): a chunk is held back a retransmission timeout (``RETRANSMIT``) with
+  probability ``p``, which is what a lost segment costs an endpoint.
+
+Random draws come from a seeded ``random.Random``, so a schedule's faults are repeatable
+as far as the live world's timing allows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+UP, DOWN = "up", "down"  # client -> server, server -> client
+RETRANSMIT = 0.2  # seconds: Linux's minimum retransmission timeout
+CHUNK = 64 * 1024
+
+
+@dataclass
+class Direction:
+    """One direction's faults: the gate, the added delay and the loss probability."""
+
+    gate: asyncio.Event
+    delay: float = 0.0
+    jitter: float = 0.0
+    loss: float = 0.0
+
+
+class LinkProxy:
+    """A TCP proxy for one link: ``await start()`` gives the port clients connect to."""
+
+    def __init__(self, target: tuple[str, int], name: str = "", rng: random.Random | None = None):
+        self.target = target
+        self.name = name or f"proxy to {target[0]}:{target[1]}"
+        self.rng = rng or random.Random(0)
+        self.directions = {UP: Direction(asyncio.Event()), DOWN: Direction(asyncio.Event())}
+        for direction in self.directions.values():
+            direction.gate.set()
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
+        self._server = await asyncio.start_server(self._accept, host, port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self.port
+
+    # ------------------------------------------------------------------ faults
+    def block(self, direction: str) -> None:
+        self.directions[direction].gate.clear()
+
+    def unblock(self, direction: str) -> None:
+        self.directions[direction].gate.set()
+
+    def set_delay(self, direction: str, seconds: float, jitter: float = 0.0) -> None:
+        d = self.directions[direction]
+        d.delay, d.jitter = max(0.0, seconds), max(0.0, jitter)
+
+    def set_loss(self, direction: str, p: float) -> None:
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"loss probability must be within [0, 1], got {p}")
+        self.directions[direction].loss = p
+
+    # ------------------------------------------------------------------ forwarding
+    async def _accept(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        try:
+            server_reader, server_writer = await asyncio.open_connection(*self.target)
+        except OSError as e:  # the server is down: so is the connection through the link
+            log.debug("%s: cannot reach the target: %s", self.name, e)
+            client_writer.close()
+            return
+        self._writers |= {client_writer, server_writer}
+        # Each direction ends at its reader's end of stream, passed on as a half-close, so a
+        # reply still in flight when the client stops sending gets through.
+        await asyncio.gather(self._spawn(self._pump(client_reader, server_writer, self.directions[UP])),
+                             self._spawn(self._pump(server_reader, client_writer, self.directions[DOWN])),
+                             return_exceptions=True)
+        for writer in (client_writer, server_writer):
+            self._writers.discard(writer)
+            writer.close()
+
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, d: Direction) -> None:
+        """Read chunks as they come; a writer task sends each at its due time, in order."""
+        queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+        sender = self._spawn(self._send(queue, writer, d))
+        last_due = 0.0
+        try:
+            while True:
+                data = await reader.read(CHUNK)
+                if not data:
+                    break
+                due = time.monotonic() + d.delay + (self.rng.uniform(0.0, d.jitter) if d.jitter else 0.0)
+                if d.loss and self.rng.random() < d.loss:
+                    due += RETRANSMIT
+                last_due = max(last_due, due)  # TCP delivers in order: no chunk overtakes another
+                queue.put_nowait((last_due, data))
+            queue.put_nowait((last_due, b""))  # end of stream, after what came before it
+            await sender
+        finally:
+            sender.cancel()
+
+    async def _send(self, queue: asyncio.Queue, writer: asyncio.StreamWriter, d: Direction) -> None:
+        while True:
+            due, data = await queue.get()
+            wait = due - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            await d.gate.wait()
+            if not data:
+                if writer.can_write_eof():
+                    writer.write_eof()
+                return
+            writer.write(data)
+            await writer.drain()
+
+    def _spawn(self, coro) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for writer in list(self._writers):
+            writer.close()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
