@@ -120,3 +120,37 @@ def test_a_link_to_a_server_that_is_down_is_closed():
         await proxy.close()
 
     run(main())
+
+
+def test_live_links_route_clients_through_proxies_and_faults_compose_per_link():
+    from lab.live.proxy import LiveLinks
+
+    async def main():
+        server, port = await echo_server()
+        links = LiveLinks(seed=3)
+        links.block("c0", "s")  # a fault placed before the client connects applies when it does
+        host, proxied = links.address("c0", "s", "memcache", ("127.0.0.1", port))
+        assert links.address("c0", "s", "memcache", ("127.0.0.1", port)) == (host, proxied)  # one proxy a link
+        reader, writer = await asyncio.open_connection(host, proxied)
+        writer.write(b"held")
+        await writer.drain()
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(reader.readexactly(4), 0.3)
+        links.block("c0", "s")  # two overlapping partitions: the link opens after both heal
+        links.unblock("c0", "s")
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(reader.readexactly(4), 0.2)
+        links.unblock("c0", "s")
+        assert await asyncio.wait_for(reader.readexactly(4), 2.0) == b"held"
+        # another client's link is its own
+        other = links.address("c1", "s", "memcache", ("127.0.0.1", port))
+        links.add_delay("s", "c1", 100_000_000)  # server -> c1: the DOWN direction of c1's proxy
+        r1, w1 = await asyncio.open_connection(*other)
+        assert await round_trip(r1, w1, b"slow") >= 0.1
+        assert await round_trip(reader, writer, b"fast") < 0.1
+        links.remove_delay("s", "c1", 100_000_000)
+        assert await round_trip(r1, w1, b"fast") < 0.1
+        await links.close()
+        server.close()
+
+    run(main())

@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
+import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,20 @@ class LinkProxy:
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
         self._server = await asyncio.start_server(self._accept, host, port)
         self.port = self._server.sockets[0].getsockname()[1]
+        return self.port
+
+    def listen(self, host: str = "127.0.0.1") -> int:
+        """The port, at once, from code that cannot await (a backend's ``client()``): the
+        socket listens now, and connections wait in its backlog until the server task runs."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind((host, 0))
+        sock.listen(128)
+        self.port = sock.getsockname()[1]
+
+        async def serve() -> None:
+            self._server = await asyncio.start_server(self._accept, sock=sock)
+
+        self._spawn(serve())
         return self.port
 
     # ------------------------------------------------------------------ faults
@@ -147,3 +163,84 @@ class LinkProxy:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
+
+
+@dataclass
+class _LinkState:
+    """The faults in force on one one-way link (they compose: each heal removes its own)."""
+
+    blocks: int = 0
+    losses: list[float] = field(default_factory=list)
+    delays: list[tuple[float, float]] = field(default_factory=list)  # (seconds, jitter)
+
+    def apply(self, proxy: LinkProxy, direction: str) -> None:
+        (proxy.block if self.blocks else proxy.unblock)(direction)
+        proxy.set_loss(direction, 1.0 - math.prod(1.0 - p for p in self.losses))
+        proxy.set_delay(direction, sum(d for d, _ in self.delays), sum(j for _, j in self.delays))
+
+
+class LiveLinks:
+    """The links of a live world: one ``LinkProxy`` per (client node, server node, port),
+    made when a client first asks for the address, and the fault verbs on one-way links
+    (``source`` -> ``destination``) that the sim world's network has. A link with no proxy
+    (two clients, or two servers on one machine) carries nothing here: faults on it are kept
+    and apply to any proxy made later."""
+
+    def __init__(self, seed: int = 0):
+        self.seed = seed
+        self.proxies: dict[tuple[str, str, str], LinkProxy] = {}
+        self.links: dict[tuple[str, str], _LinkState] = {}
+
+    def address(self, source: str, node: str, port: str, target: tuple[str, int]) -> tuple[str, int]:
+        """Where ``source`` reaches ``node``'s ``port`` (which listens at ``target``): its proxy."""
+        key = (source, node, port)
+        proxy = self.proxies.get(key)
+        if proxy is None:
+            proxy = self.proxies[key] = LinkProxy(target, f"{source} -> {node}:{port}",
+                                                  random.Random(f"{self.seed}:link:{source}:{node}:{port}"))
+            proxy.listen()
+            self._apply(source, node)
+            self._apply(node, source)
+        return "127.0.0.1", proxy.port
+
+    def _state(self, source: str, destination: str) -> _LinkState:
+        return self.links.setdefault((source, destination), _LinkState())
+
+    def _apply(self, source: str, destination: str) -> None:
+        state = self.links.get((source, destination))
+        if state is None:
+            return
+        for (client, server, _), proxy in self.proxies.items():
+            if (client, server) == (source, destination):
+                state.apply(proxy, UP)
+            elif (server, client) == (source, destination):
+                state.apply(proxy, DOWN)
+
+    def block(self, source: str, destination: str) -> None:
+        self._state(source, destination).blocks += 1
+        self._apply(source, destination)
+
+    def unblock(self, source: str, destination: str) -> None:
+        state = self._state(source, destination)
+        state.blocks = max(0, state.blocks - 1)
+        self._apply(source, destination)
+
+    def add_loss(self, source: str, destination: str, p: float) -> None:
+        self._state(source, destination).losses.append(p)
+        self._apply(source, destination)
+
+    def remove_loss(self, source: str, destination: str, p: float) -> None:
+        self._state(source, destination).losses.remove(p)
+        self._apply(source, destination)
+
+    def add_delay(self, source: str, destination: str, extra_ns: int, jitter_ns: int = 0) -> None:
+        self._state(source, destination).delays.append((extra_ns / 1e9, jitter_ns / 1e9))
+        self._apply(source, destination)
+
+    def remove_delay(self, source: str, destination: str, extra_ns: int, jitter_ns: int = 0) -> None:
+        self._state(source, destination).delays.remove((extra_ns / 1e9, jitter_ns / 1e9))
+        self._apply(source, destination)
+
+    async def close(self) -> None:
+        for proxy in self.proxies.values():
+            await proxy.close()
