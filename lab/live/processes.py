@@ -112,7 +112,8 @@ class ServerProcess:
         parsed = parse_ready(line)
         if parsed is None or parsed[0] != self.design:
             self._reap(signal.SIGKILL)
-            raise RuntimeError(f"{self.design} server did not start: {line.strip()!r}\n{self.log()[-2000:]}")
+            said = f"it printed {line.strip()!r}" if line else f"exit code {self.proc.returncode}"
+            raise RuntimeError(f"{self.design} server did not start ({said}):\n{self.log()[-2000:]}")
         self.ports = parsed[1]
         return self.ports
 

@@ -1,0 +1,203 @@
+"""The live world's faults on real server processes: ``lab serve`` children that are paused
+(SIGSTOP), killed (kill -9) and restarted on the same data dir and ports, and a runner
+that leaves no server behind however it ends."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pytest
+
+from lab.backends.kestrel.client import KestrelMemcacheClient
+from lab.live.processes import ServerProcess, parse_ready, ready_line
+from lab.phases import fault_events
+from lab.record import read_samples
+from lab.runner import fault_refusal, run
+from lab.workload import WorkloadError, load_workload, parse_workload
+
+ROOT = Path(__file__).resolve().parents[1]
+CRASH = ROOT / "lab" / "workloads" / "crash.yaml"
+
+
+def children(pid: int) -> list[int]:
+    """Live (not zombie) processes whose parent is ``pid``, from /proc."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                status = Path(f"/proc/{entry}/status").read_text()
+            except OSError:
+                continue
+            fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+            if fields.get("PPid", "").strip() == str(pid) and not fields.get("State", "").startswith("Z"):
+                found.append(int(entry))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        return not Path(f"/proc/{pid}/status").read_text().split("State:\t", 1)[1].startswith("Z")
+    except (OSError, IndexError):
+        return False
+
+
+def wait_until(predicate, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+# ---------------------------------------------------------------- the process itself
+
+
+def test_the_ready_line_is_one_format_for_every_design():
+    assert ready_line("kestrel", {"memcache": 1, "text": 2}) == "ready kestrel memcache=1 text=2"
+    assert parse_ready("ready queuefka http=8080\n") == ("queuefka", {"http": 8080})
+    assert parse_ready("kestrel serving q on 127.0.0.1: memcache 1") is None
+
+
+def test_a_server_process_pauses_and_restarts_on_the_same_port_with_its_data(tmp_path: Path):
+    server = ServerProcess("kestrel", tmp_path / "q", ["--config", "/dev/null"]).start()
+    try:
+        port = server.port
+        client = KestrelMemcacheClient(("127.0.0.1", port), timeout=0.3)
+        assert client.put("jobs", b"one")
+        server.pause()
+        with pytest.raises(Exception):  # stopped: the request is not answered in time
+            client.take("jobs")
+        server.resume()
+        client = KestrelMemcacheClient(("127.0.0.1", port), timeout=2)
+        assert client.put("jobs", b"two")
+        server.kill()
+        assert not server.running
+        server.restart()
+        assert server.port == port  # clients reconnect to the same address
+        client = KestrelMemcacheClient(("127.0.0.1", port), timeout=2)
+        # "one" went to the get sent during the pause (served after it, to a client that had
+        # given up: a plain get is at-most-once); "two" was written before the kill
+        assert client.take("jobs") == b"two" and client.take("jobs") is None
+        assert "Traceback" not in server.stop()
+    finally:
+        server.kill()
+
+
+def test_a_server_that_cannot_start_says_why(tmp_path: Path):
+    with pytest.raises(RuntimeError, match=r"(?s)did not start \(exit code 2\).*fsync policy 'often'"):
+        ServerProcess("queuefka", tmp_path / "d", ["--fsync", "often"]).start()
+    with pytest.raises(ValueError, match="design 'ideal' has no server"):
+        ServerProcess("ideal", tmp_path / "i")
+
+
+# ---------------------------------------------------------------- refusals before the run
+
+
+def test_a_fault_on_a_client_is_refused_in_the_live_world(tmp_path: Path):
+    for target in ("clients", "all", "one", "p0", ["servers", "c1"]):
+        w = parse_workload({"name": "f", "duration": 0.5,
+                            "faults": [{"fault": "crash", "at": 0.1, "duration": 0.1, "target": target}]})
+        line = fault_refusal(w, "live", "kestrel")
+        assert line is not None and "clients run in the runner's own process" in line and "\n" not in line
+        assert fault_refusal(w, "sim", "kestrel") is None
+    w = parse_workload({"name": "f", "duration": 0.5,
+                        "faults": [{"fault": "pause", "at": 0.1, "duration": 0.1, "target": "clients"}]})
+    with pytest.raises(WorkloadError, match="target clients may hit a client"):
+        run(w, "kestrel", "live", out=tmp_path / "r", progress=False)
+    assert not (tmp_path / "r").exists()
+
+
+# ---------------------------------------------------------------- faults in a run
+
+
+def test_a_400_ms_sigstop_of_kestrel_completes_nothing_on_it_and_loses_nothing(tmp_path: Path):
+    w = parse_workload({"name": "stop", "producers": 2, "consumers": 2, "rate": 1000, "duration": 1.6,
+                        "warmup": 0.2, "ack": "reliable", "seed": 5,
+                        "faults": [{"fault": "pause", "at": 0.7, "duration": 0.4, "target": "servers"}]})
+    result = run(w, "kestrel", "live", out=tmp_path / "r", progress=False)
+    assert result.verdict.verdict == "valid", result.verdict.line()
+    samples = read_samples(result.run_dir)
+    [start, heal] = fault_events(samples)
+    assert (heal.t_ns - start.t_ns) / 1e6 == pytest.approx(400, abs=30)
+    ops = samples.filter(pc.and_(pc.not_equal(samples.column("op"), "fault"),
+                                 pc.equal(samples.column("outcome"), "ok")))
+    ends = pc.add(ops.column("t_start_ns"), ops.column("latency_ns")).to_numpy()
+    slack = 5_000_000  # an answer read just before the stop is recorded a moment later
+    inside = ends[(ends > start.t_ns + slack) & (ends < heal.t_ns)]
+    assert len(inside) == 0, f"{len(inside)} operations completed during the pause"
+    assert (ends > heal.t_ns).sum() > 100  # and the load went on after it
+
+
+CYCLES = [{"fault": "crash", "at": 0.4 + i * 0.9, "duration": 0.2, "target": "servers"} for i in range(5)]
+
+
+@pytest.mark.parametrize("sync", ["always", "never"])
+def test_kill_9_cycles_of_kestrel_lose_nothing_with_sync_journal_always(tmp_path: Path, sync: str):
+    w = parse_workload({"name": "kill9", "producers": 2, "consumers": 1, "rate": 400, "duration": 4.8,
+                        "warmup": 0.1, "ack": "reliable", "seed": 6, "faults": CYCLES})
+    result = run(w, "kestrel", "live", out=tmp_path / "r", progress=False, options={"syncJournal": sync})
+    verdict = result.verdict
+    assert result.warnings == []
+    kinds = [(e.event, e.kind) for e in fault_events(read_samples(result.run_dir))]
+    assert kinds == [("start", "crash"), ("heal", "crash")] * 5
+    assert verdict.ok > 500  # the load got through between the crashes
+    if sync == "always":
+        assert verdict.verdict == "valid" and verdict.lost == 0, verdict.line()
+    else:
+        assert verdict.verdict in ("valid", "allowed"), verdict.line()  # a loss is allowed, never invalid
+
+
+# ---------------------------------------------------------------- the runner leaves nothing behind
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+def test_the_runner_leaves_no_server_behind_when_interrupted_or_killed(tmp_path: Path, sig: int):
+    workload = tmp_path / "long.yaml"
+    workload.write_text("name: long\nduration: 30\nrate: 200\nack: reliable\n")
+    runner = subprocess.Popen([sys.executable, "-m", "lab.cli", "run", str(workload), "--backend", "queuefka",
+                               "--world", "live", "--out", str(tmp_path / "r"), "--no-progress"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    servers: list[int] = []
+    try:
+        assert wait_until(lambda: children(runner.pid), timeout=20), "the runner started no server"
+        servers = children(runner.pid)
+        time.sleep(1.5)  # the server is up (one still starting would die on its closed stdout) and under load
+        runner.send_signal(sig)
+        runner.wait(20)
+        assert wait_until(lambda: not any(alive(pid) for pid in servers)), "a lab serve outlived the runner"
+        if sig == signal.SIGINT:
+            assert "Traceback" not in runner.stderr.read()
+    finally:
+        runner.kill()
+        runner.wait()
+        for pid in servers:  # a failed test leaves nothing behind either
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+# ---------------------------------------------------------------- the same crash in both worlds
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend, option", [("kestrel", "syncJournal"), ("queuefka", "fsync")])
+def test_a_crash_gives_the_same_verdict_class_in_both_worlds(tmp_path: Path, backend: str, option: str):
+    workload = load_workload(CRASH)
+    classes = {}
+    for policy in ("always", "never"):
+        for world in ("sim", "live"):
+            result = run(workload, backend, world, out=tmp_path / f"{policy}-{world}", progress=False,
+                         options={option: policy})
+            classes[policy, world] = result.verdict.verdict
+    assert classes["always", "sim"] == classes["always", "live"] == "valid", classes
+    # never: the sim's crash loses every unsynced byte of the backlog (allowed); kill -9 keeps
+    # what the server wrote in the page cache, so the live run loses nothing it wrote (valid,
+    # seen so far) or what it still held in memory (allowed). Never invalid.
+    assert classes["never", "sim"] == "allowed", classes
+    assert classes["never", "live"] in ("valid", "allowed"), classes
