@@ -151,6 +151,8 @@ class LiveWorld:
                 await loop.run_in_executor(None, proc.wait_ready)
                 return
             except RuntimeError as e:
+                if not self.is_up(node):
+                    return  # crashed again while it was starting: the next heal starts it
                 if attempt == RESTART_TRIES - 1 or not proc.port_was_taken():
                     log.error("%s did not restart: %s", node, e)
                     return
