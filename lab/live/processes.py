@@ -111,8 +111,10 @@ class ServerProcess:
         line = _readline(self.proc, timeout)
         parsed = parse_ready(line)
         if parsed is None or parsed[0] != self.design:
+            code = self.proc.poll()
             self._reap(signal.SIGKILL)
-            said = f"it printed {line.strip()!r}" if line else f"exit code {self.proc.returncode}"
+            said = (f"it printed {line.strip()!r}" if line else
+                    f"no ready line within {timeout:g} s" if code is None else f"exit code {code}")
             raise RuntimeError(f"{self.design} server did not start ({said}):\n{self.log()[-2000:]}")
         self.ports = parsed[1]
         return self.ports
