@@ -109,12 +109,17 @@ class ServerProcess:
         process ends or says something else first."""
         assert self.proc is not None and self.proc.stdout is not None
         line = _readline(self.proc, timeout)
-        parsed = parse_ready(line)
+        parsed = parse_ready(line or "")
         if parsed is None or parsed[0] != self.design:
+            if line == "":  # its stdout closed: it is exiting
+                try:
+                    self.proc.wait(STOP_TIMEOUT)
+                except subprocess.TimeoutExpired:
+                    pass
             code = self.proc.poll()
             self._reap(signal.SIGKILL)
-            said = (f"it printed {line.strip()!r}" if line else
-                    f"no ready line within {timeout:g} s" if code is None else f"exit code {code}")
+            said = (f"no ready line within {timeout:g} s" if line is None else
+                    f"it printed {line.strip()!r}" if line else f"exit code {code}")
             raise RuntimeError(f"{self.design} server did not start ({said}):\n{self.log()[-2000:]}")
         self.ports = parsed[1]
         return self.ports
@@ -208,8 +213,8 @@ class ServerProcess:
             return ""
 
 
-def _readline(proc: subprocess.Popen, timeout: float) -> str:
-    """The process's next stdout line, or "" if it ends or ``timeout`` passes first."""
+def _readline(proc: subprocess.Popen, timeout: float) -> str | None:
+    """The process's next stdout line: "" if its stdout closes first, None if ``timeout`` passes."""
     import selectors
 
     deadline = time.monotonic() + timeout
@@ -218,4 +223,4 @@ def _readline(proc: subprocess.Popen, timeout: float) -> str:
         while (left := deadline - time.monotonic()) > 0:
             if sel.select(left):
                 return proc.stdout.readline()
-    return ""
+    return None
