@@ -125,11 +125,11 @@ def test_a_400_ms_sigstop_of_kestrel_completes_nothing_on_it_and_loses_nothing(t
     assert result.verdict.verdict == "valid", result.verdict.line()
     samples = read_samples(result.run_dir)
     [start, heal] = fault_events(samples)
-    assert (heal.t_ns - start.t_ns) / 1e6 == pytest.approx(400, abs=30)
+    assert 395 <= (heal.t_ns - start.t_ns) / 1e6 < 500  # the nemesis's sleep may overshoot on a busy loop
     ops = samples.filter(pc.and_(pc.not_equal(samples.column("op"), "fault"),
                                  pc.equal(samples.column("outcome"), "ok")))
     ends = pc.add(ops.column("t_start_ns"), ops.column("latency_ns")).to_numpy()
-    slack = 5_000_000  # an answer read just before the stop is recorded a moment later
+    slack = 10_000_000  # an answer read just before the stop is recorded a moment later (busy loop)
     inside = ends[(ends > start.t_ns + slack) & (ends < heal.t_ns)]
     assert len(inside) == 0, f"{len(inside)} operations completed during the pause"
     assert (ends > heal.t_ns).sum() > 100  # and the load went on after it
