@@ -20,6 +20,7 @@ from lab.phases import fault_events
 from lab.record import read_samples
 from lab.runner import fault_refusal, run
 from lab.workload import WorkloadError, load_workload, parse_workload
+from tests.kestrel_support import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 CRASH = ROOT / "lab" / "workloads" / "crash.yaml"
@@ -45,15 +46,6 @@ def alive(pid: int) -> bool:
         return not Path(f"/proc/{pid}/status").read_text().split("State:\t", 1)[1].startswith("Z")
     except (OSError, IndexError):
         return False
-
-
-def wait_until(predicate, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
 
 
 # ---------------------------------------------------------------- the process itself
@@ -166,12 +158,12 @@ def test_the_runner_leaves_no_server_behind_when_interrupted_or_killed(tmp_path:
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     servers: list[int] = []
     try:
-        assert wait_until(lambda: children(runner.pid), timeout=20), "the runner started no server"
+        assert wait_for(lambda: children(runner.pid), timeout=20), "the runner started no server"
         servers = children(runner.pid)
         time.sleep(1.5)  # the server is up (one still starting would die on its closed stdout) and under load
         runner.send_signal(sig)
         runner.wait(20)
-        assert wait_until(lambda: not any(alive(pid) for pid in servers)), "a lab serve outlived the runner"
+        assert wait_for(lambda: not any(alive(pid) for pid in servers)), "a lab serve outlived the runner"
         if sig == signal.SIGINT:
             assert "Traceback" not in runner.stderr.read()
     finally:
