@@ -244,11 +244,11 @@ def test_every_kind_is_registered_and_the_sim_world_applies_them_all():
 
 def test_a_kind_the_world_cannot_apply_is_refused_before_the_run(tmp_path):
     w = parse_workload({"name": "f", "duration": 0.2, "faults": [
-        {"fault": "link-delay", "at": 0.05, "duration": 0.1, "ms": 1},
+        {"fault": "disk-delay", "at": 0.05, "duration": 0.1, "ms": 1},
         {"fault": "pause", "at": 0.1, "duration": 0.1}]})
     assert fault_refusal(w, "sim") is None
     line = fault_refusal(w, "live")
-    assert line == "the live world cannot apply faults[0] (link-delay); link-delay faults run in the sim world only"
+    assert line == "the live world cannot apply faults[0] (disk-delay); disk-delay faults run in the sim world only"
     with pytest.raises(WorkloadError) as e:
         run(w, "ideal", "live", out=tmp_path / "r", progress=False)
     assert str(e.value) == f"<workload>: {line}" and "\n" not in str(e.value)

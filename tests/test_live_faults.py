@@ -193,3 +193,43 @@ def test_a_crash_gives_the_same_verdict_class_in_both_worlds(tmp_path: Path, bac
     # seen so far) or what it still held in memory (allowed). Never invalid.
     assert classes["never", "sim"] == "allowed", classes
     assert classes["never", "live"] in ("valid", "allowed"), classes
+
+
+# ---------------------------------------------------------------- link faults through the proxies
+
+
+def test_a_proxy_partition_of_clients_from_a_queuefka_server_turns_operations_into_info_then_heals(tmp_path: Path):
+    w = parse_workload({"name": "split", "producers": 1, "consumers": 1, "rate": 200, "duration": 3.0,
+                        "ack": "reliable", "seed": 4,
+                        "faults": [{"fault": "partition", "at": 1.0, "duration": 0.8, "target": "clients"}]})
+    assert fault_refusal(w, "live", "queuefka") is None  # link faults apply live; a disk fault does not
+    result = run(w, "queuefka", "live", out=tmp_path / "r", progress=False, options={"timeout": 0.3})
+    samples = read_samples(result.run_dir)
+    [start, heal] = [e.t_ns for e in fault_events(samples)]
+    ops = samples.filter(pc.is_in(samples.column("op"), value_set=pc.cast(["put", "get", "ack"], "string")))
+    rows = list(zip(ops.column("t_start_ns").to_pylist(), ops.column("latency_ns").to_pylist(),
+                    ops.column("outcome").to_pylist(), ops.column("op").to_pylist()))
+    # nothing completes through the split: what ends inside it is a timeout, an unknown outcome
+    ended_during = [outcome for t, lat, outcome, op in rows if start + 20_000_000 <= t + lat < heal]
+    assert ended_during and all(outcome == "info" for outcome in ended_during)
+    after = [outcome for t, _, outcome, op in rows if op == "put" and t >= heal + 500_000_000]
+    assert after and all(outcome == "ok" for outcome in after)  # and everything does after the heal
+    assert result.verdict.verdict in ("valid", "allowed"), result.verdict.line()
+    assert result.verdict.lost == 0
+
+
+def test_link_delay_applies_live_and_a_disk_delay_is_refused(tmp_path: Path):
+    w = parse_workload({"name": "slow", "producers": 1, "consumers": 1, "rate": 200, "duration": 1.5, "seed": 4,
+                        "faults": [{"fault": "link-delay", "at": 0.5, "duration": 0.5, "target": "clients",
+                                    "ms": 60}]})
+    result = run(w, "kestrel", "live", out=tmp_path / "r", progress=False)
+    samples = read_samples(result.run_dir)
+    [start, heal] = [e.t_ns for e in fault_events(samples)]
+    puts = samples.filter(pc.equal(samples.column("op"), "put"))
+    slow = [lat for t, lat in zip(puts.column("t_start_ns").to_pylist(), puts.column("latency_ns").to_pylist())
+            if start + 10_000_000 <= t < heal - 150_000_000]
+    assert slow and min(slow) >= 60_000_000  # every round trip crosses the delayed link
+    assert result.verdict.valid
+    disk = parse_workload({"name": "d", "duration": 0.5,
+                           "faults": [{"fault": "disk-delay", "at": 0.1, "duration": 0.1, "ms": 5}]})
+    assert "disk-delay" in fault_refusal(disk, "live", "kestrel")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Sequence, TypeVar
 
 from lab.live.processes import RESTART_TRIES, ServerProcess
+from lab.live.proxy import LiveLinks
 from lab.live.runtime import LiveRuntime
 from lab.runtime import Boot
 
@@ -35,8 +36,10 @@ class LiveWorld:
     """Nodes in one asyncio process, talking over loopback TCP, each with a disk folder."""
 
     kind = "live"
-    #: the fault kinds this world applies (lab.faults), to server processes
-    fault_kinds = ("pause", "crash")
+    #: the fault kinds this world applies (lab.faults): pause and crash to server processes;
+    #: partition, link-delay and loss to the links from clients to servers (``LiveLinks``)
+    fault_kinds = ("pause", "crash", "partition", "link-delay", "loss")
+    PROCESS_FAULTS = ("pause", "crash")
     #: targets that may fall on a client, which runs in the runner's own process
     CLIENT_TARGETS = ("clients", "all", "one", "minority", "majority")
 
@@ -56,6 +59,7 @@ class LiveWorld:
         self._pauses: dict[str, int] = {}  # pauses in force per node: it resumes after the last
         self._crashes: dict[str, int] = {}  # crashes in force per node: it restarts after the last
         self._starting: set[asyncio.Task] = set()
+        self.links = LiveLinks(seed)  # a proxy per client-to-server link, made on first use
         self.epoch_ns = time.time_ns()
         self.mono_ns = time.monotonic_ns()
 
@@ -81,12 +85,14 @@ class LiveWorld:
         await asyncio.get_running_loop().run_in_executor(None, proc.wait_ready)
         return proc
 
-    def address(self, node: str, port: str) -> tuple[str, int]:
-        """Where a client reaches server process ``node``'s port called ``port`` (its ready line's name)."""
+    def address(self, node: str, port: str, source: str | None = None) -> tuple[str, int]:
+        """Where a client reaches server process ``node``'s port called ``port`` (its ready line's
+        name); from client node ``source``, through that link's proxy, which faults can cut."""
         proc = self._process(node)
         if port not in proc.ports:
             raise ValueError(f"{node} has no port {port!r} (it has {', '.join(proc.ports) or 'none yet'})")
-        return "127.0.0.1", proc.ports[port]
+        target = ("127.0.0.1", proc.ports[port])
+        return target if source is None else self.links.address(source, node, port, target)
 
     def _process(self, node: str) -> ServerProcess:
         proc = self.processes.get(node)
@@ -98,6 +104,8 @@ class LiveWorld:
     @classmethod
     def refusal(cls, fault: "Fault") -> str | None:
         """Why this world cannot apply ``fault`` whatever the design (one line), or None."""
+        if fault.kind not in cls.PROCESS_FAULTS:
+            return None  # a link fault: its proxies are in the runner's process, beside the clients
         for target in fault.target:
             if target in cls.CLIENT_TARGETS or (target[:1] in ("p", "c") and target[1:].isdigit()):
                 return (f"target {target} may hit a client, and clients run in the runner's own process: "
@@ -159,6 +167,25 @@ class LiveWorld:
             await asyncio.sleep(0.1)
             proc.launch()
 
+    # Link faults: the proxies between clients and servers (lab.live.proxy.LiveLinks).
+    def block(self, source: str, destination: str) -> None:
+        self.links.block(source, destination)
+
+    def unblock(self, source: str, destination: str) -> None:
+        self.links.unblock(source, destination)
+
+    def add_loss(self, source: str, destination: str, p: float) -> None:
+        self.links.add_loss(source, destination, p)
+
+    def remove_loss(self, source: str, destination: str, p: float) -> None:
+        self.links.remove_loss(source, destination, p)
+
+    def add_delay(self, source: str, destination: str, extra_ns: int, jitter_ns: int = 0) -> None:
+        self.links.add_delay(source, destination, extra_ns, jitter_ns)
+
+    def remove_delay(self, source: str, destination: str, extra_ns: int, jitter_ns: int = 0) -> None:
+        self.links.remove_delay(source, destination, extra_ns, jitter_ns)
+
     def is_up(self, node: str) -> bool:
         return self._crashes.get(node, 0) == 0
 
@@ -179,6 +206,7 @@ class LiveWorld:
             return await main(control)
         finally:
             self.stop_processes()  # before the temporary root goes: their data dirs are in it
+            await self.links.close()
             for rt in list(self.nodes.values()):
                 await rt.close()
             if self._tmp is not None:

@@ -230,7 +230,7 @@ class KestrelBackend(Backend):
 
     def client(self, rt: Runtime, reliable: bool) -> QueueClient:
         if self.world.kind == "live":
-            return LiveKestrelClient(self.world.address(SERVER, "memcache"), reliable, self.timeout)
+            return LiveKestrelClient(self.world.address(SERVER, "memcache", rt.node), reliable, self.timeout)
         return SimKestrelClient(rt, reliable, self.timeout)
 
     async def stop(self) -> None:

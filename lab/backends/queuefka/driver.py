@@ -250,7 +250,7 @@ class QueuefkaBackend(Backend):
 
     def client(self, rt: Runtime, reliable: bool) -> QueueClient:
         if self.world.kind == "live":
-            host, port = self.world.address(SERVER, "http")
+            host, port = self.world.address(SERVER, "http", rt.node)
             return HttpQueuefkaClient(f"http://{host}:{port}", reliable, self.timeout, self.prefetch,
                                       self.http_client)
         return SimQueuefkaClient(rt, reliable, self.timeout, self.prefetch)
