@@ -115,7 +115,7 @@ def test_standard_workloads_load_by_name_and_have_descriptions():
     for path in standard_workload_files():
         w = load_workload(path)
         assert w.description and "\n" not in w.description, path
-    with pytest.raises(WorkloadError, match=r"nor a standard workload \(burst-reliable, crash, gc-pause, steady"):
+    with pytest.raises(WorkloadError, match=r"nor a standard workload \(burst-reliable, crash, gc-pause, net-split, steady"):
         load_workload("stedy")
 
 
