@@ -20,7 +20,7 @@ from lab.workload import parse_workload
 # latency of the measured phases differs from the whole run's (the drain empties a backlog).
 BURST = {"name": "burst", "queues": 1, "producers": 2, "consumers": 2, "message_size": 100, "rate": 0,
          "duration": 0.4, "warmup": 0.1, "ack": "reliable", "seed": 2,
-         "faults": [{"fault": "disk-delay", "at": 0.2, "duration": 0.05, "ms": 50, "target": "servers"}]}
+         "faults": [{"fault": "disk-delay", "at": 0.2, "duration": 0.05, "ms": 50, "target": "clients"}]}
 GC_PAUSE = Path(__file__).resolve().parents[1] / "lab" / "workloads" / "gc-pause.yaml"
 # What Spark and its JVM print on start-up, whatever the log level (Spark 3.x and 4.x).
 START_UP_LINES = ("Setting default log level", "To adjust logging level", "Using incubator modules",
@@ -73,7 +73,9 @@ def test_combinations_that_cannot_run_are_named_one_line_each(comparison):
     _, lines = comparison
     skipped = [line for line in lines if "skipped" in line]
     assert skipped == ["  skipped burst on queuefka in the live world: the live world cannot apply faults[0] "
-                       "(disk-delay); disk-delay faults run in the sim world only"]
+                       "(disk-delay): target clients may hit a client, and clients run in the runner's own "
+                       "process: the live world pauses, crashes and slows the disks of server processes only "
+                       "(target servers, server or a server's name)"]
 
 
 def test_spark_starts_without_its_start_up_lines_and_errors_still_show():

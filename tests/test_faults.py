@@ -242,15 +242,19 @@ def test_every_kind_is_registered_and_the_sim_world_applies_them_all():
     assert set(SimWorld.fault_kinds) == set(REGISTRY)
 
 
-def test_a_kind_the_world_cannot_apply_is_refused_before_the_run(tmp_path):
+def test_a_kind_the_world_cannot_apply_is_refused_before_the_run(tmp_path, monkeypatch):
+    from lab.live import LiveWorld
+
     w = parse_workload({"name": "f", "duration": 0.2, "faults": [
         {"fault": "disk-delay", "at": 0.05, "duration": 0.1, "ms": 1},
         {"fault": "pause", "at": 0.1, "duration": 0.1}]})
     assert fault_refusal(w, "sim") is None
+    # a world that names fewer kinds (as the live world did before it had a disk hook)
+    monkeypatch.setattr(LiveWorld, "fault_kinds", ("pause", "crash"))
     line = fault_refusal(w, "live")
     assert line == "the live world cannot apply faults[0] (disk-delay); disk-delay faults run in the sim world only"
     with pytest.raises(WorkloadError) as e:
-        run(w, "ideal", "live", out=tmp_path / "r", progress=False)
+        run(w, "kestrel", "live", out=tmp_path / "r", progress=False)
     assert str(e.value) == f"<workload>: {line}" and "\n" not in str(e.value)
     assert not (tmp_path / "r").exists()  # nothing ran, nothing written
 

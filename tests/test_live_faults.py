@@ -218,7 +218,7 @@ def test_a_proxy_partition_of_clients_from_a_queuefka_server_turns_operations_in
     assert result.verdict.lost == 0
 
 
-def test_link_delay_applies_live_and_a_disk_delay_is_refused(tmp_path: Path):
+def test_link_delay_applies_live(tmp_path: Path):
     w = parse_workload({"name": "slow", "producers": 1, "consumers": 1, "rate": 200, "duration": 1.5, "seed": 4,
                         "faults": [{"fault": "link-delay", "at": 0.5, "duration": 0.5, "target": "clients",
                                     "ms": 60}]})
@@ -230,6 +230,23 @@ def test_link_delay_applies_live_and_a_disk_delay_is_refused(tmp_path: Path):
             if start + 10_000_000 <= t < heal - 150_000_000]
     assert slow and min(slow) >= 60_000_000  # every round trip crosses the delayed link
     assert result.verdict.valid
-    disk = parse_workload({"name": "d", "duration": 0.5,
-                           "faults": [{"fault": "disk-delay", "at": 0.1, "duration": 0.1, "ms": 5}]})
-    assert "disk-delay" in fault_refusal(disk, "live", "kestrel")
+
+
+def test_a_disk_delay_slows_every_fsync_of_a_live_server(tmp_path: Path):
+    w = parse_workload({"name": "slowdisk", "producers": 1, "consumers": 1, "rate": 100, "duration": 1.5,
+                        "seed": 4, "faults": [{"fault": "disk-delay", "at": 0.5, "duration": 0.5, "ms": 40}]})
+    # syncJournal=always: a put is answered after its fsync, so the delay shows in put latency
+    result = run(w, "kestrel", "live", out=tmp_path / "r", progress=False,
+                 options={"syncJournal": "always", "timeout": 2})
+    samples = read_samples(result.run_dir)
+    [start, heal] = [e.t_ns for e in fault_events(samples)]
+    puts = samples.filter(pc.equal(samples.column("op"), "put"))
+    rows = list(zip(puts.column("t_start_ns").to_pylist(), puts.column("latency_ns").to_pylist()))
+    during = [lat for t, lat in rows if start + 20_000_000 <= t < heal - 100_000_000]
+    after = sorted(lat for t, lat in rows if t >= heal + 100_000_000)
+    assert during and min(during) >= 40_000_000
+    assert after and after[len(after) // 2] < 40_000_000  # healed: the median put is fast again
+    assert result.verdict.valid
+    on_clients = parse_workload({"name": "d", "duration": 0.5, "faults": [
+        {"fault": "disk-delay", "at": 0.1, "duration": 0.1, "ms": 5, "target": "clients"}]})
+    assert "clients run in the runner's own process" in fault_refusal(on_clients, "live", "kestrel")

@@ -66,14 +66,35 @@ class PlainFile:
             self.fd = -1
 
 
-class LiveFile(PlainFile):
-    """A file of a live node's disk: its fsync waits on a worker thread."""
+def fsync_delay_path(root: Path) -> Path:
+    """The live world's disk-delay control file of the disk at ``root``: beside it, so no
+    design lists it among its files."""
+    return root.parent / f"{root.name}.fsync-delay"
 
-    def __init__(self, path: str, real: Path):
+
+def fsync_delay(control: Path | None) -> float:
+    """Seconds the live world's disk-delay fault adds to every fsync (0 without one)."""
+    if control is None:
+        return 0.0
+    try:
+        return int(control.read_text() or 0) / 1e9
+    except (OSError, ValueError):
+        return 0.0
+
+
+class LiveFile(PlainFile):
+    """A file of a live node's disk: its fsync waits on a worker thread, then for as long as
+    a disk-delay fault in force asks (``control``: the disk's control file)."""
+
+    def __init__(self, path: str, real: Path, control: Path | None = None):
         super().__init__(real, path=path)
+        self.control = control
 
     async def fsync(self) -> None:
         await asyncio.get_running_loop().run_in_executor(None, os.fsync, self.fd)
+        extra = fsync_delay(self.control)
+        if extra > 0:
+            await asyncio.sleep(extra)
 
 
 class LiveDisk:
@@ -81,6 +102,9 @@ class LiveDisk:
 
     def __init__(self, root: Path):
         self.root = Path(root)
+        # A fault hook of our own servers: the live world's disk-delay writes the extra
+        # fsync time here (a real disk cannot be slowed from outside without root).
+        self.control = fsync_delay_path(self.root)
 
     def _real(self, path: str) -> Path:
         return self.root / checked_relative(path)
@@ -88,7 +112,7 @@ class LiveDisk:
     def open(self, path: str) -> LiveFile:
         real = self._real(path)
         real.parent.mkdir(parents=True, exist_ok=True)
-        return LiveFile(checked_relative(path), real)
+        return LiveFile(checked_relative(path), real, self.control)
 
     def exists(self, path: str) -> bool:
         return self._real(path).exists()

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Sequence, TypeVar
 
+from lab.live.disk import fsync_delay_path
 from lab.live.processes import RESTART_TRIES, ServerProcess
 from lab.live.proxy import LiveLinks
 from lab.live.runtime import LiveRuntime
@@ -38,8 +39,9 @@ class LiveWorld:
     kind = "live"
     #: the fault kinds this world applies (lab.faults): pause and crash to server processes;
     #: partition, link-delay and loss to the links from clients to servers (``LiveLinks``)
-    fault_kinds = ("pause", "crash", "partition", "link-delay", "loss")
-    PROCESS_FAULTS = ("pause", "crash")
+    #: disk-delay to a server process's fsyncs (a control file its disk reads, lab.live.disk)
+    fault_kinds = ("pause", "crash", "partition", "link-delay", "loss", "disk-delay")
+    PROCESS_FAULTS = ("pause", "crash", "disk-delay")
     #: targets that may fall on a client, which runs in the runner's own process
     CLIENT_TARGETS = ("clients", "all", "one", "minority", "majority")
 
@@ -59,7 +61,8 @@ class LiveWorld:
         self._pauses: dict[str, int] = {}  # pauses in force per node: it resumes after the last
         self._crashes: dict[str, int] = {}  # crashes in force per node: it restarts after the last
         self._starting: set[asyncio.Task] = set()
-        self.links = LiveLinks(seed)  # a proxy per client-to-server link, made on first use
+        self.links = LiveLinks(seed)
+        self._fsync_delays: dict[str, int] = {}  # ns added to a server's fsyncs, all disk-delays in force  # a proxy per client-to-server link, made on first use
         self.epoch_ns = time.time_ns()
         self.mono_ns = time.monotonic_ns()
 
@@ -109,7 +112,7 @@ class LiveWorld:
         for target in fault.target:
             if target in cls.CLIENT_TARGETS or (target[:1] in ("p", "c") and target[1:].isdigit()):
                 return (f"target {target} may hit a client, and clients run in the runner's own process: "
-                        f"the live world pauses and crashes server processes only (target servers, server "
+                        f"the live world pauses, crashes and slows the disks of server processes only (target servers, server "
                         f"or a server's name)")
         return None
 
@@ -185,6 +188,18 @@ class LiveWorld:
 
     def remove_delay(self, source: str, destination: str, extra_ns: int, jitter_ns: int = 0) -> None:
         self.links.remove_delay(source, destination, extra_ns, jitter_ns)
+
+    def add_fsync_delay(self, node: str, ns: int) -> None:
+        """Every fsync of server process ``node`` takes ``ns`` longer (its disk reads the
+        control file beside its data dir at each fsync)."""
+        proc = self._process(node)
+        self._fsync_delays[node] = self._fsync_delays.get(node, 0) + ns
+        fsync_delay_path(proc.data_dir).write_text(str(self._fsync_delays[node]))
+
+    def remove_fsync_delay(self, node: str, ns: int) -> None:
+        proc = self._process(node)
+        self._fsync_delays[node] = max(0, self._fsync_delays.get(node, 0) - ns)
+        fsync_delay_path(proc.data_dir).write_text(str(self._fsync_delays[node]))
 
     def is_up(self, node: str) -> bool:
         return self._crashes.get(node, 0) == 0
