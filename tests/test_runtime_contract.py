@@ -212,3 +212,37 @@ def test_store_fsyncs_of_one_file_are_group_committed(world):
     assert distinct and shared and done
     if world.kind == "sim":
         assert durable == 3 and fsyncs == 2
+
+
+# ---------------------------------------------------------------- the fault operations
+
+
+def _kinds(world: str) -> list[tuple[str, str]]:
+    from lab.runner import world_class
+
+    return [(world, kind) for kind in world_class(world).fault_kinds]
+
+
+FAULT_FIELDS = {"pause": {}, "crash": {}, "partition": {"target": "clients"}, "link-delay": {"ms": 20},
+                "loss": {"p": 0.3, "target": "servers"}, "disk-delay": {"ms": 20}}
+
+
+@pytest.mark.parametrize("world_name, kind", _kinds("sim") + _kinds("live"))
+def test_every_fault_a_world_names_it_applies_and_heals(tmp_path, world_name, kind):
+    """Each kind a world lists in ``fault_kinds`` runs there: its start and heal are in the
+    history, the run drains, and no promise of the design is broken."""
+    from lab.phases import fault_events
+    from lab.record import read_samples
+    from lab.runner import fault_refusal
+    from lab.runner import run as run_workload
+    from lab.workload import parse_workload
+
+    fault = {"fault": kind, "at": 0.4, "duration": 0.3, **FAULT_FIELDS[kind]}
+    w = parse_workload({"name": f"contract-{kind}", "producers": 1, "consumers": 1, "rate": 200, "duration": 1.2,
+                        "ack": "reliable", "seed": 9, "faults": [fault]})
+    assert fault_refusal(w, world_name, "kestrel") is None
+    result = run_workload(w, "kestrel", world_name, out=tmp_path / "r", progress=False,
+                          options={"syncJournal": "always", "timeout": 0.5})
+    events = fault_events(read_samples(result.run_dir))
+    assert [(e.event, e.kind) for e in events] == [("start", kind), ("heal", kind)]
+    assert result.verdict.verdict in ("valid", "allowed"), result.verdict.line()
