@@ -57,6 +57,11 @@ class NodeDown(RuntimeError):
     """An operation was attempted by a node that has crashed."""
 
 
+class ProtocolDrop(Exception):
+    """A connection's peer broke the wire protocol so badly that the connection is closed
+    at once (a framing error): raised by ``ServerConnection.next_request``."""
+
+
 @runtime_checkable
 class Task(Protocol):
     """A spawned coroutine: cancel it, ask if it is done, or await its result."""
@@ -130,13 +135,67 @@ class Store(Protocol):
     def age(self, name: str) -> float: ...
 
 
+#: How a connection writes: ``await send(data)``.
+Send = Callable[[bytes], Awaitable[None]]
+
+
+class ServerConnection(Protocol):
+    """One accepted connection's wire protocol, sans-IO (as h11): the world feeds it the
+    bytes that arrive and runs its requests strictly in order, one at a time; replies go out
+    through ``send``. Written once per protocol: the live world drives it over TCP, the sim
+    world over simulated links.
+
+    Idleness: the world closes the connection once ``timeout`` seconds pass with no request
+    running. The timer starts when the connection is accepted and again after every handled
+    request, and also at every chunk received if ``idle_resets_on_data`` (a memcache
+    client's idle timeout; an HTTP header timeout must not be reset by a trickle of bytes).
+    """
+
+    timeout: float | None
+    idle_resets_on_data: bool
+
+    def feed(self, data: bytes) -> None: ...
+
+    def next_request(self) -> Any | None:
+        """The next complete request, or None until more bytes arrive. ``ProtocolDrop``
+        closes the connection at once; a protocol that answers bad input (HTTP's 400)
+        returns a request whose handling says so and returns False."""
+
+    async def handle(self, request: Any, send: Send) -> bool:
+        """Run one request; False closes the connection after it."""
+
+    def lost(self) -> None:
+        """The connection is gone (either side closed it): release what it held."""
+
+
+#: A listener's factory: one ``ServerConnection`` per accepted connection.
+Accept = Callable[[], ServerConnection]
+
+
+class Connection(Protocol):
+    """A client's byte-stream connection to a named port of a node (real TCP in the live
+    world, through the link's proxy; simulated links in the sim world), opened on first use."""
+
+    async def exchange(self, data: bytes, receive: Callable[[bytes], T | None], timeout: float) -> T:
+        """Send ``data`` and feed the reply's bytes to ``receive`` until it returns the reply
+        (not None). ``CallTimeout`` after ``timeout`` seconds: the connection is closed then
+        (its state is unknown) and the next exchange opens a new one. ``Unreachable`` if no
+        connection could be opened: ``data`` was certainly not sent."""
+
+    async def close(self) -> None: ...
+
+
 @runtime_checkable
 class Network(Protocol):
-    """A node's view of the network: serve requests, call and send to named peers."""
+    """A node's view of the network: messages to named peers (``serve``/``call``/``send``,
+    the transport between cores), and byte streams on named ports (``listen``/``connect``,
+    a design's wire protocol)."""
 
     async def serve(self, handler: Handler) -> None: ...
     async def call(self, peer: str, message: Any, timeout: float) -> Any: ...
     def send(self, peer: str, message: Any) -> None: ...
+    async def listen(self, port: str, accept: Accept) -> None: ...
+    def connect(self, node: str, port: str) -> Connection: ...
 
 
 @runtime_checkable
@@ -165,4 +224,8 @@ class World(Protocol):
 
     def node(self, name: str) -> Runtime: ...
     async def start(self, name: str, boot: Boot) -> Runtime: ...
+    async def start_server(self, node: str, design: Any) -> None:
+        """Start a design's server node (``lab.backends.Backend``): its boot here, or its
+        ``lab serve`` as a process of its own."""
+    async def stop_server(self, node: str) -> None: ...
     def run(self, main: Callable[[Runtime], Awaitable[T]]) -> T: ...

@@ -21,8 +21,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable
 
-from lab.runtime import CallTimeout, Handler, RemoteError, Unreachable
+from lab.runtime import Accept, CallTimeout, Handler, RemoteError, Unreachable
 from models.awaitables import Await, to_ns
+from models.streams import SimConnection, SimListeners
 
 if TYPE_CHECKING:
     from models.world import SimConfig, SimRuntime, SimWorld
@@ -186,11 +187,15 @@ class SimNetwork:
                 return
             waiting.succeed((kind, payload))
         else:
-            handler = rt.net.handler
+            net = rt.net
+            streams = net.streams.accepts(payload)
+            handler = net.streams.handle if streams else net.handler
             if handler is None:
                 self.dropped["not serving"] += 1
                 return
-            rt.spawn(rt.net.answer(handler, source, kind, request_id, payload), name="handler")
+            task = rt.spawn(net.answer(handler, source, kind, request_id, payload), name="handler")
+            if streams:
+                net.streams.started(payload, task)
         self.delivered += 1
 
     def next_id(self) -> int:
@@ -213,9 +218,20 @@ class SimNetPort:
         self.rt = runtime
         self.handler: Handler | None = None
         self.pending: dict[int, Any] = {}
+        self.streams = SimListeners()
+        self._connections = itertools.count()
 
     async def serve(self, handler: Handler) -> None:
         self.handler = handler
+
+    async def listen(self, port: str, accept: Accept) -> None:
+        self.streams.ports[port] = accept
+
+    def connect(self, node: str, port: str) -> SimConnection:
+        return SimConnection(self, node, port)
+
+    def new_connection_id(self) -> str:
+        return f"{self.rt.node}.{self.rt.incarnation}#{next(self._connections)}"
 
     async def answer(self, handler: Handler, source: str, kind: str, request_id: int, payload: Any) -> None:
         try:

@@ -294,6 +294,13 @@ class SimWorld:
         await rt.spawn(boot(rt), name=f"boot {name}")
         return rt
 
+    async def start_server(self, node: str, design: Any) -> None:
+        """A design's server node: its boot, on a simulated node."""
+        await self.start(node, design.boot(node))
+
+    async def stop_server(self, node: str) -> None:
+        """Nothing to stop: the simulation ends with the run."""
+
     def run(self, main: Callable[[SimRuntime], Awaitable[T]], until: float | None = None) -> T:
         """Run ``main`` on the control node until it returns; return its result."""
         control = self.node("control")

@@ -1,9 +1,14 @@
 """The narrow driver interface every design implements, and the registry of designs.
 
-In the spirit of OpenMessaging Benchmark's driver API: a ``Backend`` starts the design's
-server nodes in a world and hands out ``QueueClient``s; a client can put, get, ack and
-release — nothing else. Each design's folder holds its core (no I/O: only the Runtime),
-its wire front ends, its clients and this adapter.
+In the spirit of OpenMessaging Benchmark's driver API: a ``Backend`` names the design's
+server nodes, says what a node boots, and hands out ``QueueClient``s; a client can put,
+get, ack and release — nothing else. Each design's folder holds its core (no I/O: only
+the Runtime), its wire (sans-IO), its servers and this adapter.
+
+A design never asks which world it is in: the world starts its nodes
+(``World.start_server``: the boot on a simulated node, or ``lab serve NAME`` as a process
+of its own when live), and a client finds its server through the Runtime's network
+(``rt.net.connect(node, port)``: simulated links, or TCP through the link's proxy).
 
 How a client reports outcomes, which the runner turns into sample outcomes:
 returning is ``ok``; raising ``Rejected`` or ``Unreachable`` (or ``RemoteError``) is a
@@ -21,7 +26,9 @@ from types import ModuleType
 from typing import Any, ClassVar, Mapping
 
 from lab.backends.options import TIMEOUT, BadOption, Option, check  # noqa: F401 (BadOption: re-exported)
-from lab.runtime import RemoteError, Runtime, Unreachable, World
+from pathlib import Path
+
+from lab.runtime import Boot, RemoteError, Runtime, Unreachable, World
 from lab.verdict import Promises, total_queue
 
 
@@ -134,14 +141,27 @@ class Backend(ABC):
         """The names of the nodes this design runs on (fault targets)."""
 
     @abstractmethod
-    async def start(self) -> None: ...
+    def boot(self, node: str) -> Boot:
+        """What server node ``node`` runs when it (re)starts on a node of this process (the
+        sim world; the live world when the design has no ``lab serve``)."""
+
+    def serve_args(self, node: str, data_dir: Path) -> list[str]:
+        """The flags of ``lab serve NAME`` that give node ``node`` these options (the live
+        world runs it as a process over ``data_dir``)."""
+        return []
+
+    async def start(self) -> None:
+        for node in self.server_nodes:
+            await self.world.start_server(node, self)
 
     @abstractmethod
     def client(self, rt: Runtime, reliable: bool) -> QueueClient:
         """A client on node ``rt``; ``reliable``: gets open a message that ack/release close."""
 
     async def stop(self) -> None:
-        pass
+        """Stop the server nodes cleanly (a live server fsyncs and closes its files)."""
+        for node in self.server_nodes:
+            await self.world.stop_server(node)
 
 
 def backend_class(name: str) -> type[Backend]:

@@ -17,7 +17,13 @@ import pickle
 import struct
 from typing import Any
 
-from lab.runtime import CallTimeout, Handler, RemoteError, Unreachable
+from typing import TYPE_CHECKING
+
+from lab.live.streams import Listener, LiveConnection, serve_connections
+from lab.runtime import Accept, CallTimeout, Handler, RemoteError, Unreachable
+
+if TYPE_CHECKING:
+    from lab.live.world import LiveWorld
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +98,11 @@ class _Connection:
 class LiveNet:
     """The network port of one live node."""
 
-    def __init__(self, node: str, addresses: dict[str, tuple[str, int]]):
+    def __init__(self, node: str, world: "LiveWorld"):
         self.node = node
-        self.addresses = addresses
+        self.world = world
+        self.addresses = world.addresses
+        self._listeners: list[Listener] = []
         self._server: asyncio.base_events.Server | None = None
         self._connections: dict[str, _Connection] = {}
         self._connecting: dict[str, asyncio.Future] = {}
@@ -143,6 +151,20 @@ class LiveNet:
         except Exception as e:
             frame = encode_frame("err", request_id, self.node, ValueError(f"reply not serialisable: {e}"))
         writer.write(frame)
+
+    # ------------------------------------------------------------------ byte streams
+
+    async def listen(self, port: str, accept: Accept) -> None:
+        """Serve the wire protocol of ``accept`` on TCP: the host and number the world binds
+        port ``port`` to (``lab serve``'s flags), else any free loopback port."""
+        host, number = self.world.bind.get(port, ("127.0.0.1", 0))
+        listener = await serve_connections(accept, host, number)
+        self._listeners.append(listener)
+        self.world.listening[(self.node, port)] = listener.port
+
+    def connect(self, node: str, port: str) -> LiveConnection:
+        """A connection to ``node``'s port ``port``, through this link's proxy."""
+        return LiveConnection(lambda: self.world.address(node, port, self.node), f"{node}:{port}")
 
     # ------------------------------------------------------------------ calling
 
@@ -204,6 +226,10 @@ class LiveNet:
         task.add_done_callback(self._background.discard)
 
     async def close(self) -> None:
+        for listener in self._listeners:
+            await listener.close()
+            self.world.listening = {k: v for k, v in self.world.listening.items() if k[0] != self.node}
+        self._listeners.clear()
         for conn in self._connections.values():
             conn.close()
         self._connections.clear()

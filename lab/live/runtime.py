@@ -65,7 +65,7 @@ class LiveRuntime:
         self.node = name
         self.random = node_random(world.seed, name)
         self.disk = LiveDisk(world.disk_roots.get(name, world.root / name))
-        self.net = LiveNet(name, world.addresses)
+        self.net = LiveNet(name, world)
         self._tasks: set[asyncio.Task] = set()
 
     def now(self) -> float:

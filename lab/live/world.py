@@ -46,9 +46,11 @@ class LiveWorld:
     CLIENT_TARGETS = ("clients", "all", "one", "minority", "majority")
 
     def __init__(self, seed: int = 0, root: str | os.PathLike | None = None,
-                 disk_roots: dict[str, str | os.PathLike] | None = None):
+                 disk_roots: dict[str, str | os.PathLike] | None = None,
+                 bind: dict[str, tuple[str, int]] | None = None):
         """Node ``n``'s files live in ``root/n`` unless ``disk_roots`` names a folder for it
-        (a server's ``--data-dir``)."""
+        (a server's ``--data-dir``). ``bind`` gives the host and number a node's named port
+        listens on (a server's flags); any other port gets a free loopback port."""
         import tempfile
 
         self.seed = seed
@@ -56,6 +58,8 @@ class LiveWorld:
         self._tmp = None if root is not None else tempfile.TemporaryDirectory(prefix="queue-lab-")
         self.root = Path(root if root is not None else self._tmp.name)
         self.addresses: dict[str, tuple[str, int]] = {}
+        self.bind = dict(bind or {})
+        self.listening: dict[tuple[str, str], int] = {}  # (node, port name) -> bound port, in this process
         self.nodes: dict[str, LiveRuntime] = {}
         self.processes: dict[str, ServerProcess] = {}  # server nodes that are processes
         self._pauses: dict[str, int] = {}  # pauses in force per node: it resumes after the last
@@ -88,13 +92,30 @@ class LiveWorld:
         await asyncio.get_running_loop().run_in_executor(None, proc.wait_ready)
         return proc
 
+    async def start_server(self, node: str, design: Any) -> None:
+        """A design's server node: ``lab serve NAME`` as a process of its own, or, for a
+        design without one (the in-memory control), its boot on a node of this process."""
+        from lab.backends import design_module
+
+        if design_module(design.name, "serve") is None:
+            await self.start(node, design.boot(node))
+        else:
+            await self.start_process(node, design.name, design.serve_args(node, self.root / node))
+
+    async def stop_server(self, node: str) -> None:
+        """SIGTERM a server process and wait for it (its files are fsynced and closed)."""
+        proc = self.processes.get(node)
+        if proc is not None and proc.running:
+            await asyncio.get_running_loop().run_in_executor(None, proc.stop)
+
     def address(self, node: str, port: str, source: str | None = None) -> tuple[str, int]:
         """Where a client reaches server process ``node``'s port called ``port`` (its ready line's
         name); from client node ``source``, through that link's proxy, which faults can cut."""
-        proc = self._process(node)
-        if port not in proc.ports:
-            raise ValueError(f"{node} has no port {port!r} (it has {', '.join(proc.ports) or 'none yet'})")
-        target = ("127.0.0.1", proc.ports[port])
+        proc = self.processes.get(node)
+        ports = proc.ports if proc is not None else {p: n for (owner, p), n in self.listening.items() if owner == node}
+        if port not in ports:
+            raise ValueError(f"{node} has no port {port!r} (it has {', '.join(ports) or 'none yet'})")
+        target = ("127.0.0.1", ports[port])
         return target if source is None else self.links.address(source, node, port, target)
 
     def _process(self, node: str) -> ServerProcess:

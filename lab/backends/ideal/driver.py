@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from lab.backends import Backend, Delivery, QueueClient, Rejected
 from lab.backends.ideal.core import Ack, Get, IdealQueue, Item, Put, Release
-from lab.runtime import Runtime
+from lab.runtime import Boot, Runtime
 from lab.verdict import ANY_FAULT, AT_MOST_ONCE, EXACTLY_ONCE, FIFO, Allowance, Promises
 
 SERVER = "ideal-0"
@@ -61,11 +61,11 @@ class IdealBackend(Backend):
     def server_nodes(self) -> list[str]:
         return [SERVER]
 
-    async def start(self) -> None:
+    def boot(self, node: str) -> Boot:
         async def boot(rt: Runtime) -> None:
             await rt.net.serve(IdealQueue(rt).handle)
 
-        await self.world.start(SERVER, boot)
+        return boot
 
     def client(self, rt: Runtime, reliable: bool) -> IdealClient:
         return IdealClient(rt, SERVER, reliable, self.options["timeout"])

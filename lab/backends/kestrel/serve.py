@@ -16,7 +16,6 @@ from lab.backends.kestrel.config import ServerConfig, load_config
 from lab.live import LiveWorld
 from lab.live.processes import ready_line
 from lab.runtime import Runtime
-from lab.storage import RuntimeStore
 
 if TYPE_CHECKING:
     from lab.backends.kestrel.core.collection import QueueCollection
@@ -66,12 +65,14 @@ def serve(args: argparse.Namespace, ready=print) -> None:
     queue_path.mkdir(parents=True, exist_ok=True)
     if not os.access(queue_path, os.W_OK):
         raise ValueError(f"queue path {queue_path} is not writable")
-    world = LiveWorld(root=queue_path, disk_roots={NODE: queue_path})
+    bind = {name: (config.listen_address, port) for name, port in
+            (("memcache", config.memcache_port), ("text", config.text_port)) if port is not None}
+    world = LiveWorld(root=queue_path, disk_roots={NODE: queue_path}, bind=bind)
 
     async def main(_control: Runtime) -> None:
         # imported here: `lab --help` should not load the server
-        from lab.backends.kestrel.core.collection import QueueCollection
-        from lab.backends.kestrel.server import KestrelServer
+        from lab.backends.kestrel.admin import KestrelAdmin
+        from lab.backends.kestrel.node import boot_kestrel
 
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -79,26 +80,26 @@ def serve(args: argparse.Namespace, ready=print) -> None:
             loop.add_signal_handler(sig, stop.set)
         made: list["QueueCollection"] = []
 
-        async def boot(rt: Runtime) -> None:
-            made.append(QueueCollection(rt, config, RuntimeStore(rt, "."),
-                                        memory_budget=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")))
-
-        rt = await world.start(NODE, boot)
-        collection = made[0]
-
         def reload() -> None:
             if args.config:
-                collection.reload(load_config(args.config))
+                made[0].reload(load_config(args.config))
 
-        server = KestrelServer(collection, config.max_open_transactions, config.client_timeout,
-                               on_shutdown=stop.set, on_reload=reload)
-        ports = await server.start(config.listen_address, config.memcache_port, config.text_port, config.admin_port)
-        rt.spawn(collection.run_timers(), name="timers")
+        async def boot(rt: Runtime) -> None:
+            made.append(await boot_kestrel(rt, config, on_shutdown=stop.set, on_reload=reload,
+                                           memory_budget=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")))
+
+        await world.start(NODE, boot)
+        collection = made[0]
+        ports = {name: number for (_, name), number in world.listening.items()}
+        admin = KestrelAdmin(collection)
+        if config.admin_port is not None:
+            ports["admin"] = await admin.start(config.listen_address, config.admin_port)
         ready(ready_line("kestrel", ports))
         try:
             await stop.wait()
         finally:
-            await server.stop()
+            await admin.stop()
+            await world.node(NODE).net.close()  # no request runs on a closed collection
             collection.close()
 
     world.run(main)

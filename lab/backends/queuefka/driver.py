@@ -236,17 +236,16 @@ class QueuefkaBackend(Backend):
     def server_nodes(self) -> list[str]:
         return [SERVER]
 
-    async def start(self) -> None:
-        if self.world.kind == "live":
-            self._process = await self.world.start_process(SERVER, "queuefka", self.serve_flags())
-            return
-
+    def boot(self, node: str):
         async def boot(rt: Runtime) -> None:
             core = QueuefkaCore(rt, self.config)
             await rt.net.serve(core.handle)
             rt.spawn(core.run_retention(), name="retention")
 
-        await self.world.start(SERVER, boot)
+        return boot
+
+    def serve_args(self, node, data_dir):
+        return self.serve_flags()
 
     def client(self, rt: Runtime, reliable: bool) -> QueueClient:
         if self.world.kind == "live":
@@ -255,6 +254,3 @@ class QueuefkaBackend(Backend):
                                       self.http_client)
         return SimQueuefkaClient(rt, reliable, self.timeout, self.prefetch)
 
-    async def stop(self) -> None:
-        if self._process is not None:
-            self._process.stop()  # SIGTERM: buffered records are flushed (fsynced unless never)

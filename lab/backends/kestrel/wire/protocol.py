@@ -20,6 +20,9 @@ import re
 import struct
 from dataclasses import dataclass, field
 
+# Input that cannot be framed drops the connection without a reply (as the original).
+from lab.runtime import ProtocolDrop  # noqa: F401 (re-exported)
+
 STORAGE_COMMANDS = frozenset({"set", "add", "replace", "append", "prepend", "cas"})
 #: A line longer than this without a newline is an attack or a bug, not a request.
 MAX_LINE = 64 * 1024
@@ -33,8 +36,6 @@ BINARY_HEADER = struct.Struct(">BBHBBHIIQ")  # magic opcode key-len extras-len t
 BINARY_REQUEST = "binary protocol"
 
 
-class ProtocolDrop(Exception):
-    """The input cannot be framed: the connection is dropped without a reply (as the original)."""
 
 
 def java_split(line: str) -> list[str]:
