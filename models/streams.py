@@ -16,7 +16,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
-from lab.runtime import Accept, CallTimeout, ProtocolDrop, ServerConnection
+from lab.runtime import Accept, CallTimeout, ProtocolDrop, RemoteError, ServerConnection, Unreachable
 
 if TYPE_CHECKING:
     from models.network import SimNetPort
@@ -62,8 +62,14 @@ class SimListeners:
     def accepts(self, message: Any) -> bool:
         return isinstance(message, (StreamData, StreamClose))
 
-    def started(self, message: StreamData, task: "SimTask") -> None:
-        accepted = self.open.get((message.port, message.conn))
+    def started(self, message: StreamData | StreamClose, task: "SimTask") -> None:
+        """``task`` handles ``message``: a close cancels it if the client leaves first."""
+        if not isinstance(message, StreamData):
+            return
+        key = (message.port, message.conn)
+        accepted = self.open.get(key)
+        if accepted is None and message.port in self.ports:
+            accepted = self.open[key] = _Accepted(self.ports[message.port]())
         if accepted is not None:
             accepted.running = task
 
@@ -71,14 +77,13 @@ class SimListeners:
         """What the connection wrote while it handled ``message``'s bytes, and whether it is closed."""
         key = (message.port, message.conn)
         if isinstance(message, StreamClose):
-            self._close(key)
+            self._close(key, cancel=True)
             return b"", True
-        accepted = self.open.get(key)
+        accepted = self.open.get(key)  # opened by ``started``
         if accepted is None:
-            accept = self.ports.get(message.port)
-            if accept is None:
-                return b"", True  # nothing listens there: refused
-            accepted = self.open[key] = _Accepted(accept())
+            if message.port not in self.ports:  # connection refused: the client learns it before sending anything
+                raise Unreachable(f"nothing listens on port {message.port!r}")
+            return b"", True  # closed while this message was on its way
         out: list[bytes] = []
 
         async def send(chunk: bytes) -> None:
@@ -101,13 +106,13 @@ class SimListeners:
             accepted.running = None
         return b"".join(out), accepted.closed
 
-    def _close(self, key: tuple[str, str]) -> None:
+    def _close(self, key: tuple[str, str], cancel: bool = False) -> None:
         accepted = self.open.pop(key, None)
         if accepted is None or accepted.closed:
             return
         accepted.closed = True
-        if accepted.running is not None and not accepted.running.done():
-            accepted.running.cancel()  # a blocking read gives up its place
+        if cancel and accepted.running is not None and not accepted.running.done():
+            accepted.running.cancel()  # the client left: a blocking read gives up its place
         accepted.conn.lost()
 
 
@@ -126,6 +131,11 @@ class SimConnection:
             out, closed = await self.net.call(self.node, StreamData(self.port, self.conn, data), timeout)
         except CallTimeout:
             self._drop()
+            raise
+        except RemoteError as e:
+            self.conn = None
+            if isinstance(e.error, Unreachable):
+                raise Unreachable(f"{self.node}:{self.port}: {e.error}") from None
             raise
         if closed:
             self.conn = None

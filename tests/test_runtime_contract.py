@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lab.live import LiveWorld
-from lab.runtime import Cancelled, CallTimeout, RemoteError, Unreachable
+from lab.runtime import Cancelled, CallTimeout, ProtocolDrop, RemoteError, Unreachable
 from lab.worlds import node_random
 from models.world import SimWorld
 
@@ -246,3 +246,100 @@ def test_every_fault_a_world_names_it_applies_and_heals(tmp_path, world_name, ki
     events = fault_events(read_samples(result.run_dir))
     assert [(e.event, e.kind) for e in events] == [("start", kind), ("heal", kind)]
     assert result.verdict.verdict in ("valid", "allowed"), result.verdict.line()
+
+
+class _LineProtocol:
+    """A ServerConnection for the contract: ``echo X`` answers ``X``, ``count`` how many
+    requests this connection has run, ``wait S`` sleeps S seconds then answers ``done``,
+    ``close`` answers ``bye`` and closes, ``drop`` breaks the framing."""
+
+    timeout = None
+    idle_resets_on_data = True
+
+    def __init__(self, rt, events: list):
+        self.rt, self.events, self.buffer, self.count = rt, events, b"", 0
+
+    def feed(self, data: bytes) -> None:
+        self.buffer += data
+
+    def next_request(self):
+        line, sep, rest = self.buffer.partition(b"\n")
+        if not sep:
+            return None
+        self.buffer = rest
+        if line == b"drop":
+            raise ProtocolDrop("drop")
+        return line.decode()
+
+    async def handle(self, request: str, send) -> bool:
+        self.count += 1
+        command, _, arg = request.partition(" ")
+        if command == "wait":
+            try:
+                await self.rt.sleep(float(arg))
+            except Cancelled:
+                self.events.append("cancelled")
+                raise
+            await send(b"done\n")
+        elif command == "count":
+            await send(b"%d\n" % self.count)
+        elif command == "close":
+            await send(b"bye\n")
+            return False
+        else:
+            await send(arg.encode() + b"\n")
+        return True
+
+    def lost(self) -> None:
+        self.events.append("lost")
+
+
+def _lines(n: int):
+    """A reply reader for ``n`` lines."""
+    got = b""
+
+    def receive(chunk: bytes):
+        nonlocal got
+        got += chunk
+        return got.decode().splitlines() if got.count(b"\n") >= n else None
+
+    return receive
+
+
+def test_byte_streams_keep_order_and_state_and_a_timeout_closes_the_connection(world):
+    """listen/connect: one connection keeps its state and runs pipelined requests in order;
+    a timed-out exchange closes it (the server cancels the waiting request and is told) and
+    the next exchange opens a new one; nothing listening is Unreachable."""
+    events: list[str] = []
+
+    async def body(rt, w):
+        async def boot(node):
+            await node.net.listen("lines", lambda: _LineProtocol(node, events))
+
+        await w.start("server", boot)
+        client = w.node("client")
+        conn = client.net.connect("server", "lines")
+        out = [await conn.exchange(b"echo a\n", _lines(1), 2.0),
+               await conn.exchange(b"echo b\ncount\n", _lines(2), 2.0)]
+        with pytest.raises(CallTimeout):
+            await conn.exchange(b"wait 10\n", _lines(1), 0.1)
+        for _ in range(100):
+            if "lost" in events:
+                break
+            await client.sleep(0.01)
+        out.append(list(events))
+        out.append(await conn.exchange(b"count\n", _lines(1), 2.0))  # a new connection: its first request
+        out.append(await conn.exchange(b"close\n", _lines(1), 2.0))
+        await client.sleep(0.05)  # the server's close reaches the client (else the next write races it)
+        out.append(await conn.exchange(b"count\n", _lines(1), 2.0))  # and again after the server closed it
+        with pytest.raises(ConnectionResetError):
+            await conn.exchange(b"drop\n", _lines(1), 2.0)
+        with pytest.raises(Unreachable):
+            await client.net.connect("server", "nothing-here").exchange(b"echo x\n", _lines(1), 0.5)
+        await conn.close()
+        return out
+
+    out = run(world, body)
+    assert out[:2] == [["a"], ["b", "3"]]
+    assert sorted(out[2]) == ["cancelled", "lost"]
+    assert out[3:] == [["1"], ["bye"], ["1"]]

@@ -232,7 +232,10 @@ class LiveConnection:
         loop = asyncio.get_running_loop()
         protocol = self._protocol
         if protocol is None or protocol.lost:
-            host, port = self.address()
+            try:
+                host, port = self.address()
+            except ValueError as e:  # no such port in the address book
+                raise Unreachable(f"cannot connect to {self.name}: {e}") from None
             try:
                 _, protocol = await asyncio.wait_for(loop.create_connection(_Reply, host, port), timeout)
             except (OSError, asyncio.TimeoutError) as e:
