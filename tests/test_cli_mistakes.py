@@ -50,7 +50,7 @@ def wrote_no_run(results) -> bool:
     ("queuefka", "prefetch=0", "a whole number >= 1"),
     ("queuefka", "prefetch=-5", "a whole number >= 1"),
     ("queuefka", "fsync=sometimes", "never, always, <N>ms or <N>records"),
-    ("queuefka", "http_client=curl", "aiohttp or httpx"),
+    ("queuefka", "retention_age=-1", "a number of seconds > 0"),
     ("kestrel", "syncJournal=abc", "never, always, or a period"),
     ("kestrel", "maxOpenTransactions=0", "a whole number >= 1"),
     ("kestrel", "maxItems=1.5", "a whole number >= 1"),

@@ -1,8 +1,8 @@
 """Queuefka's HTTP front, hardened: refused requests write nothing, unknown topics are 404s,
 groups are created and deleted explicitly, every error is JSON, slow headers are cut off.
 
-Each test serves a real core on the live world behind the real aiohttp front on loopback
-and talks to it with httpx (or a raw socket)."""
+Each test serves a real core on the live world behind its HTTP front (``wire.http``, the
+node's ``http`` port on loopback) and talks to it with httpx (or a raw socket)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ import httpx
 import pytest
 
 from lab.backends.queuefka.core.broker import Config, QueuefkaCore
-from lab.backends.queuefka.driver import SERVER, HttpQueuefkaClient, SimQueuefkaClient
-from lab.backends.queuefka.http_front import start_http
+from lab.backends.queuefka.driver import SERVER, QueuefkaClient
+from lab.backends.queuefka.node import boot_queuefka
 from lab.live import LiveWorld
 from models.world import SimWorld
 
@@ -35,15 +35,15 @@ def serve(tmp_path: Path, exercise: Exercise, config: Config | None = None, **ht
         cores: list[QueuefkaCore] = []
 
         async def boot(rt):
-            cores.append(QueuefkaCore(rt, config or Config()))
+            cores.append(await boot_queuefka(rt, config or Config(), **http))
 
-        await world.start("q", boot)
-        runner, port = await start_http(cores[0], **http)
+        rt = await world.start("q", boot)
+        port = world.listening[("q", "http")]
         try:
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
                 return await exercise(client, cores[0], port)
         finally:
-            await runner.cleanup()
+            await rt.net.close()
             cores[0].close()
 
     return world.run(main)
@@ -153,12 +153,15 @@ def test_the_sim_client_waits_for_a_topic_that_does_not_exist_yet():
     world = SimWorld(seed=1)
 
     async def boot(rt):
-        await rt.net.serve(QueuefkaCore(rt, Config()).handle)
+        await boot_queuefka(rt, Config())
+
+    def client(node: str) -> QueuefkaClient:
+        rt = world.node(node)
+        return QueuefkaClient(rt, rt.net.connect(SERVER, "http"), reliable=True, timeout=1.0, prefetch=10)
 
     async def main(control):
         await world.start(SERVER, boot)
-        consumer = SimQueuefkaClient(world.node("consumer"), reliable=True, timeout=1.0, prefetch=10)
-        producer = SimQueuefkaClient(world.node("producer"), reliable=True, timeout=1.0, prefetch=10)
+        consumer, producer = client("consumer"), client("producer")
         start = control.now()
         assert await consumer.get("t", 0.1) is None  # an empty get that waited, not an error
         waited = control.now() - start
@@ -176,10 +179,10 @@ def test_the_sim_client_waits_for_a_topic_that_does_not_exist_yet():
     assert 0.1 <= waited < 0.15 and body == b"first" and took < 0.1
 
 
-@pytest.mark.parametrize("library", ["aiohttp", "httpx"])
-def test_the_http_client_waits_for_a_topic_that_does_not_exist_yet(tmp_path: Path, library: str):
+def test_the_live_client_waits_for_a_topic_that_does_not_exist_yet(tmp_path: Path):
     async def exercise(http: httpx.AsyncClient, core: QueuefkaCore, port: int) -> tuple[float, bytes, float]:
-        consumer = HttpQueuefkaClient(f"http://127.0.0.1:{port}", True, 1.0, 10, library)
+        rt = core.rt.world.node("consumer")
+        consumer = QueuefkaClient(rt, rt.net.connect("q", "http"), True, 1.0, 10)
         loop = asyncio.get_running_loop()
         try:
             start = loop.time()

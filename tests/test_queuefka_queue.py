@@ -15,7 +15,7 @@ import pytest
 from lab.backends.queuefka import Reader, Writer
 from lab.backends.queuefka.core.broker import Config, QueuefkaCore
 from lab.backends.queuefka.embedded import Consumer, apply_retention, committed_offsets
-from lab.backends.queuefka.http_front import start_http
+from lab.backends.queuefka.node import boot_queuefka
 from lab.live.disk import FileStore
 from lab.live import LiveWorld
 from lab.live.processes import parse_ready
@@ -174,15 +174,14 @@ def test_http_front_round_trip_and_clear_errors(tmp_path: Path):
         cores = []
 
         async def boot(rt):
-            cores.append(QueuefkaCore(rt, Config()))
+            cores.append(await boot_queuefka(rt, Config()))
 
-        await world.start("q", boot)
-        runner, port = await start_http(cores[0])
+        rt = await world.start("q", boot)
         try:
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{world.listening[('q', 'http')]}") as http:
                 return await _exercise(http)
         finally:
-            await runner.cleanup()
+            await rt.net.close()
             cores[0].close()
 
     world.run(main)

@@ -1,27 +1,30 @@
-"""Queuefka's adapter for the runner: one server node; clients by world.
+"""Queuefka in the runner: one server node, and a client of its HTTP front that is the same
+code in both worlds.
 
-Sim world: the core on a simulated node (its disk loses the unsynced tail on a crash),
-reached through the simulated network with the core's own requests. Live world: the
-server is its own process (``lab serve queuefka``, the options as its flags), reached
-over loopback HTTP with aiohttp (or httpx, the ``http_client`` option) — the design's wire. Each workload queue is a topic; every
-consumer is in one group, ``lab``: reliable acks mean at-least-once (commit after the
-get), auto acks at-most-once (commit before). The options are declared on the backend
-(``options_declared``; ``lab backends`` lists them).
+The node boots ``lab.backends.queuefka.node`` (the broker and its HTTP front): in the sim
+world on a simulated node, whose disk loses the unsynced tail on a crash; in the live
+world as its own process (``lab serve queuefka``, the options as its flags). A client
+speaks HTTP/1.1 (``lab.wire.http``) over the world's connection to the node's ``http``
+port. Each workload queue is a topic; every consumer is in one group, ``lab``: reliable
+acks mean at-least-once (commit after the get), auto acks at-most-once (commit before).
+The options are declared on the backend (``options_declared``; ``lab backends`` lists them).
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 from collections import deque
+from pathlib import Path
 from typing import Any, Mapping
+from urllib.parse import quote
 
 from lab.backends import Backend, Delivery, QueueClient, Rejected
-from lab.backends.options import TIMEOUT, Option, choice, number, whole
-from lab.backends.queuefka.core.broker import Commit, Config, Fetch, Fetched, Produce, QueuefkaCore, UnknownTopic
+from lab.backends.options import TIMEOUT, Option, number, whole
+from lab.backends.queuefka.core.broker import Config, Fetched
 from lab.backends.queuefka.core.writer import FsyncPolicy
-from lab.runtime import RemoteError, Runtime, Unreachable
+from lab.runtime import Boot, Connection, Runtime
+from lab.wire.http import ResponseReader, encode_request
 from lab.verdict import ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, FIFO, Allowance, Promises
 
 SERVER = "queuefka-0"
@@ -79,92 +82,40 @@ class _PrefetchingClient(QueueClient):
         return Delivery(queue, payload, token)
 
 
-class SimQueuefkaClient(_PrefetchingClient):
-    def __init__(self, rt: Runtime, reliable: bool, timeout: float, prefetch: int):
+class QueuefkaClient(_PrefetchingClient):
+    """A client of the node's HTTP front (``wire.http``'s requests over the world's
+    connection): a 4xx is a definite refusal, a timeout or a 5xx an unknown outcome."""
+
+    def __init__(self, rt: Runtime, conn: Connection, reliable: bool, timeout: float, prefetch: int):
         super().__init__(reliable, prefetch)
-        self.rt, self.timeout = rt, timeout
+        self.rt, self.conn, self.timeout = rt, conn, timeout
+
+    async def _send(self, method: str, target: str, timeout: float, body: bytes = b"") -> tuple[int, bytes]:
+        reply = await self.conn.exchange(encode_request(method, target, SERVER, body), ResponseReader(method), timeout)
+        return reply.status, reply.body
 
     async def put(self, queue: str, body: bytes) -> None:
-        await self.rt.net.call(SERVER, Produce(queue, (body,)), self.timeout)
+        _reply(*await self._send("POST", f"/topics/{quote(queue, safe='')}/messages", self.timeout, body))
 
     async def _fetch_once(self, queue: str, wait: float) -> Fetched | None:
-        try:
-            return await self.rt.net.call(SERVER, Fetch(queue, GROUP, self.prefetch, wait, self.mode), wait + self.timeout)
-        except RemoteError as e:
-            if isinstance(e.error, UnknownTopic):
-                return None
-            raise
-
-    async def _sleep(self, seconds: float) -> None:
-        await self.rt.sleep(seconds)
-
-    async def ack(self, delivery: Delivery) -> None:
-        await self.rt.net.call(SERVER, Commit(delivery.queue, GROUP, delivery.token), self.timeout)
-
-
-class HttpQueuefkaClient(_PrefetchingClient):
-    """A client of the HTTP front: 4xx is a definite refusal, a timeout or 5xx unknown.
-
-    ``library`` is ``aiohttp`` (default) or ``httpx``. Measured on the 2-core machine, one
-    POST round trip to an aiohttp server on loopback costs 110 µs with aiohttp's client
-    and 630 µs with httpx's.
-    """
-
-    def __init__(self, base_url: str, reliable: bool, timeout: float, prefetch: int, library: str = "aiohttp"):
-        super().__init__(reliable, prefetch)
-        self.base_url, self.timeout, self.library = base_url, timeout, library
-        self._session: Any = None
-
-    async def _request(self, method: str, path: str, timeout: float, **kw: Any) -> Any:
-        """The JSON reply; ``Rejected`` on a 4xx, ``RuntimeError`` on anything else but 2xx."""
-        return _reply(*await self._send(method, path, timeout, **kw))
-
-    async def _send(self, method: str, path: str, timeout: float, **kw: Any) -> tuple[int, bytes]:
-        if self.library == "httpx":
-            import httpx
-
-            if self._session is None:
-                self._session = httpx.AsyncClient(base_url=self.base_url)
-            try:
-                response = await self._session.request(method, path, timeout=timeout, **kw)
-            except httpx.ConnectError as e:
-                raise Unreachable(str(e)) from e
-            status, body = response.status_code, response.content
-        else:
-            import aiohttp
-
-            if self._session is None:
-                self._session = aiohttp.ClientSession(self.base_url)
-            if "content" in kw:
-                kw["data"] = kw.pop("content")
-            try:
-                async with self._session.request(method, path, timeout=aiohttp.ClientTimeout(total=timeout), **kw) as r:
-                    status, body = r.status, await r.read()
-            except aiohttp.ClientConnectorError as e:
-                raise Unreachable(str(e)) from e
-        return status, body
-
-    async def put(self, queue: str, body: bytes) -> None:
-        await self._request("POST", f"/topics/{queue}/messages", self.timeout, content=body)
-
-    async def _fetch_once(self, queue: str, wait: float) -> Fetched | None:
-        status, body = await self._send("GET", f"/topics/{queue}/messages", wait + self.timeout,
-                                        params={"group": GROUP, "max": self.prefetch, "wait": wait, "mode": self.mode})
+        target = (f"/topics/{quote(queue, safe='')}/messages?group={GROUP}&max={self.prefetch}"
+                  f"&wait={wait!r}&mode={self.mode}")
+        status, body = await self._send("GET", target, wait + self.timeout)
         if status == 404:  # the front's answer for a topic that does not exist
             return None
         reply = _reply(status, body)
         return Fetched([(r["address"], base64.b64decode(r["payload"])) for r in reply["records"]], reply["next"])
 
     async def ack(self, delivery: Delivery) -> None:
-        await self._request("POST", f"/topics/{delivery.queue}/groups/{GROUP}/commit", self.timeout,
-                            json={"address": delivery.token})
+        body = b'{"address": %d}' % delivery.token
+        _reply(*await self._send("POST", f"/topics/{quote(delivery.queue, safe='')}/groups/{GROUP}/commit",
+                                 self.timeout, body))
 
     async def _sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)  # the live world's clock
+        await self.rt.sleep(seconds)
 
     async def close(self) -> None:
-        if self._session is not None:
-            await (self._session.aclose() if self.library == "httpx" else self._session.close())
+        await self.conn.close()
 
 
 def _reply(status: int, body: bytes) -> Any:
@@ -212,8 +163,6 @@ class QueuefkaBackend(Backend):
         Option("session_timeout", "seconds before uncommitted fetched records are handed out again",
                "a number of seconds > 0", number(0.0), default_text="10"),
         Option("prefetch", "records a client fetches per request", "a whole number >= 1", whole(1), 100),
-        Option("http_client", "live world: the HTTP client library", "aiohttp or httpx",
-               choice("aiohttp", "httpx"), "aiohttp"),
     )
 
     def __init__(self, world, options=None):
@@ -222,35 +171,25 @@ class QueuefkaBackend(Backend):
         self.config = Config(**{k: v for k, v in self.options.items() if k in keys})
         self.timeout = self.options["timeout"]
         self.prefetch = self.options["prefetch"]
-        self.http_client = self.options["http_client"]
-        self._process = None  # live: the server's process
-
-    def serve_flags(self) -> list[str]:
-        """The options as flags of the live server (``lab serve queuefka``)."""
-        c = self.config
-        flags = ["--fsync", c.fsync, "--segment-size", str(c.segment_size_hint),
-                 "--retention-interval", repr(c.retention_interval), "--session-timeout", repr(c.session_timeout)]
-        return flags + (["--retention", repr(c.retention_age)] if c.retention_age is not None else [])
 
     @property
     def server_nodes(self) -> list[str]:
         return [SERVER]
 
-    def boot(self, node: str):
+    def boot(self, node: str) -> Boot:
+        from lab.backends.queuefka.node import boot_queuefka
+
         async def boot(rt: Runtime) -> None:
-            core = QueuefkaCore(rt, self.config)
-            await rt.net.serve(core.handle)
-            rt.spawn(core.run_retention(), name="retention")
+            await boot_queuefka(rt, self.config)
 
         return boot
 
-    def serve_args(self, node, data_dir):
-        return self.serve_flags()
+    def serve_args(self, node: str, data_dir: Path) -> list[str]:
+        """The options as flags of ``lab serve queuefka``."""
+        c = self.config
+        flags = ["--fsync", c.fsync, "--segment-size", str(c.segment_size_hint),
+                 "--retention-interval", repr(c.retention_interval), "--session-timeout", repr(c.session_timeout)]
+        return flags + (["--retention", repr(c.retention_age)] if c.retention_age is not None else [])
 
     def client(self, rt: Runtime, reliable: bool) -> QueueClient:
-        if self.world.kind == "live":
-            host, port = self.world.address(SERVER, "http", rt.node)
-            return HttpQueuefkaClient(f"http://{host}:{port}", reliable, self.timeout, self.prefetch,
-                                      self.http_client)
-        return SimQueuefkaClient(rt, reliable, self.timeout, self.prefetch)
-
+        return QueuefkaClient(rt, rt.net.connect(SERVER, "http"), reliable, self.timeout, self.prefetch)

@@ -13,7 +13,7 @@ import signal
 from pathlib import Path
 
 from lab.backends.queuefka.core.broker import Config, QueuefkaCore
-from lab.backends.queuefka.http_front import HEADER_TIMEOUT, start_http
+from lab.backends.queuefka.wire.http import HEADER_TIMEOUT
 from lab.live import LiveWorld
 from lab.live.processes import ready_line
 from lab.runtime import Runtime
@@ -66,9 +66,11 @@ def serve(args: argparse.Namespace, ready=print) -> None:
     the port is open."""
     config = config_from(args)
     args.data_dir.mkdir(parents=True, exist_ok=True)
-    world = LiveWorld(root=args.data_dir, disk_roots={NODE: args.data_dir})
+    world = LiveWorld(root=args.data_dir, disk_roots={NODE: args.data_dir}, bind={"http": (args.host, args.port)})
 
     async def main(_control: Runtime) -> None:
+        from lab.backends.queuefka.node import boot_queuefka
+
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -76,17 +78,14 @@ def serve(args: argparse.Namespace, ready=print) -> None:
         cores: list[QueuefkaCore] = []
 
         async def boot(rt: Runtime) -> None:
-            cores.append(QueuefkaCore(rt, config))
+            cores.append(await boot_queuefka(rt, config, header_timeout=args.header_timeout))
 
-        rt = await world.start(NODE, boot)
-        core = cores[0]
-        runner, port = await start_http(core, args.host, args.port, header_timeout=args.header_timeout)
-        rt.spawn(core.run_retention(), name="retention")
-        ready(ready_line("queuefka", {"http": port}))
+        await world.start(NODE, boot)
+        ready(ready_line("queuefka", {"http": world.listening[(NODE, "http")]}))
         try:
             await stop.wait()
         finally:
-            await runner.cleanup()
-            core.close()
+            await world.node(NODE).net.close()  # no request runs on a closed broker
+            cores[0].close()
 
     world.run(main)

@@ -1,8 +1,7 @@
 """Queuefka's queue core: topics as segment logs, consumer groups, blocking fetches, retention.
 
 Runs through the Runtime only (the disk through ``RuntimeStore``), so the same core is the
-sim world's server node and the live HTTP front's engine. Requests are plain dataclasses;
-``handle`` answers them. A produce is acknowledged once its records are handed to the
+engine of the node's HTTP front (``wire.http``) in both worlds. A produce is acknowledged once its records are handed to the
 disk, and — if the fsync policy asks for it — once the fsync completes; a commit always
 waits for its fsync.
 """
@@ -20,46 +19,6 @@ from lab.backends.queuefka.core.writer import DEFAULT_SEGMENT_SIZE, FsyncPolicy,
 from lab.runtime import Runtime
 
 MAX_FETCH = 10_000
-
-
-@dataclass(frozen=True)
-class Produce:
-    topic: str
-    payloads: tuple[bytes, ...]
-
-
-@dataclass(frozen=True)
-class Fetch:
-    topic: str
-    group: str
-    max_count: int = 1
-    wait: float = 0.0
-    mode: str = "at-least-once"
-
-
-@dataclass(frozen=True)
-class Commit:
-    topic: str
-    group: str
-    address: int
-
-
-@dataclass(frozen=True)
-class CreateGroup:
-    topic: str
-    group: str
-    start: int | str = "beginning"  # or "end", or a record address
-
-
-@dataclass(frozen=True)
-class DeleteGroup:
-    topic: str
-    group: str
-
-
-@dataclass(frozen=True)
-class Stats:
-    topic: str
 
 
 @dataclass(frozen=True)
@@ -150,21 +109,6 @@ class QueuefkaCore:
         self.rt = rt
         self.config = config or Config()
         self.topics: dict[str, _Topic] = {}
-
-    async def handle(self, source: str, message: Any) -> Any:
-        if isinstance(message, Produce):
-            return await self.produce(message.topic, message.payloads)
-        if isinstance(message, Fetch):
-            return await self.fetch(message.topic, message.group, message.max_count, message.wait, message.mode)
-        if isinstance(message, Commit):
-            return await self.commit(message.topic, message.group, message.address)
-        if isinstance(message, CreateGroup):
-            return await self.create_group(message.topic, message.group, message.start)
-        if isinstance(message, DeleteGroup):
-            return await self.delete_group(message.topic, message.group)
-        if isinstance(message, Stats):
-            return self.stats(message.topic)
-        raise TypeError(f"unknown request {type(message).__name__}")
 
     def exists(self, name: str) -> bool:
         """Whether topic ``name`` has a log (a folder with no segment is not a topic)."""
