@@ -12,7 +12,7 @@ and the fields of its kind (a field another kind uses is refused, by name):
 
     pause        stop the world on the targets (a GC pause): none of their code runs,
                  messages to them wait
-    crash        kill -9 the targets; they restart on the same disk when it heals
+    crash        the targets' machines crash (kill -9, and what was not fsynced is lost); they restart on the same disk when it heals
       tear: false           a random prefix of each file's unsynced tail survives
     partition    cut links (Jepsen's grudges)
       shape: isolate        the targets from every other node (the default), or one of

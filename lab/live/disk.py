@@ -15,7 +15,9 @@ a failed append is cut back so no partial record stays. Two users:
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import random
 import time
 from pathlib import Path
 from typing import Any
@@ -82,19 +84,111 @@ def fsync_delay(control: Path | None) -> float:
         return 0.0
 
 
+def durable_ledger_path(root: Path) -> Path:
+    """The ledger of what the disk at ``root`` has made durable: beside it, as the control file."""
+    return root.parent / f"{root.name}.durable"
+
+
+class DurableLedger:
+    """What a power cut would leave of a live node's files, written as the node goes: one
+    JSON line per event — ``["S", path, size]`` for each file there at start (durable, as a
+    previous crash left it), ``["F", path, size]`` when an fsync of the first ``size`` bytes
+    returns, ``["T", path, size]`` for a truncate, ``["R", src, dst]``, ``["D", path]``.
+
+    A kill -9 keeps the page cache, so it loses nothing a process wrote; a machine that
+    crashes loses what was not fsynced. The live world's ``crash`` replays this ledger
+    (``power_cut``) after the kill, so a crash means what it means in the sim world
+    (``models.disk``: data durable at fsync, metadata at once). The line is written with one
+    ``os.write`` after the fsync: a kill between the two only makes the cut stricter.
+    """
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.fd = -1
+        # The files there now are durable (as a previous crash left them); the ledger file
+        # itself is written at the first event, so a node that never writes leaves none.
+        self.start = [json.dumps(["S", str(p.relative_to(root)), p.stat().st_size])
+                      for p in sorted(root.rglob("*")) if p.is_file()] if root.is_dir() else []
+
+    def _open(self) -> None:
+        self.fd = os.open(durable_ledger_path(self.root), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+        if self.start:
+            os.write(self.fd, ("\n".join(self.start) + "\n").encode())
+
+    def record(self, *event: Any) -> None:
+        if self.fd < 0:
+            self._open()
+        os.write(self.fd, (json.dumps(event) + "\n").encode())
+
+
+def durable_sizes(root: Path) -> dict[str, int]:
+    """Each file's durable length by the ledger of the disk at ``root`` (a torn last line is
+    ignored: its event had not finished)."""
+    durable: dict[str, int] = {}
+    try:
+        text = durable_ledger_path(root).read_text()
+    except FileNotFoundError:
+        return durable
+    for line in text.splitlines():
+        try:
+            op, *args = json.loads(line)
+        except ValueError:
+            continue
+        if op in ("S", "F"):
+            durable[args[0]] = max(durable.get(args[0], 0), args[1]) if op == "F" else args[1]
+        elif op == "T":
+            durable[args[0]] = min(durable.get(args[0], 0), args[1])
+        elif op == "R":
+            durable[args[1]] = durable.pop(args[0], 0)
+        elif op == "D":
+            durable.pop(args[0], None)
+    return durable
+
+
+def power_cut(root: Path, rng: random.Random, tear: bool = False) -> int:
+    """Cut every file under ``root`` back to its durable length (``tear``: a random prefix of
+    its unsynced tail survives, as a torn write leaves it); the bytes cut. For a node whose
+    process is dead: the page cache the crash of its machine would have lost."""
+    durable = durable_sizes(root)
+    cut = 0
+    if not root.is_dir():
+        return cut
+    for real in sorted(root.rglob("*")):
+        if not real.is_file():
+            continue
+        size = real.stat().st_size
+        keep = durable.get(str(real.relative_to(root)), 0)
+        if size > keep:
+            if tear:
+                keep += rng.randrange(size - keep + 1)
+            os.truncate(real, keep)
+            cut += size - keep
+    return cut
+
+
 class LiveFile(PlainFile):
     """A file of a live node's disk: its fsync waits on a worker thread, then for as long as
-    a disk-delay fault in force asks (``control``: the disk's control file)."""
+    a disk-delay fault in force asks (``control``: the disk's control file); what it made
+    durable goes in the disk's ledger."""
 
-    def __init__(self, path: str, real: Path, control: Path | None = None):
+    def __init__(self, path: str, real: Path, control: Path | None = None, ledger: DurableLedger | None = None):
         super().__init__(real, path=path)
         self.control = control
+        self.ledger = ledger
 
     async def fsync(self) -> None:
+        size = self._size  # what was written before the fsync was asked for is durable after it
         await asyncio.get_running_loop().run_in_executor(None, os.fsync, self.fd)
+        if self.ledger is not None:
+            self.ledger.record("F", self.path, size)
         extra = fsync_delay(self.control)
         if extra > 0:
             await asyncio.sleep(extra)
+
+    def truncate(self, size: int) -> None:
+        super().truncate(size)
+        if self.ledger is not None:
+            self.ledger.record("T", self.path, size)
 
 
 class LiveDisk:
@@ -105,6 +199,7 @@ class LiveDisk:
         # A fault hook of our own servers: the live world's disk-delay writes the extra
         # fsync time here (a real disk cannot be slowed from outside without root).
         self.control = fsync_delay_path(self.root)
+        self.ledger = DurableLedger(self.root)
 
     def _real(self, path: str) -> Path:
         return self.root / checked_relative(path)
@@ -112,7 +207,7 @@ class LiveDisk:
     def open(self, path: str) -> LiveFile:
         real = self._real(path)
         real.parent.mkdir(parents=True, exist_ok=True)
-        return LiveFile(checked_relative(path), real, self.control)
+        return LiveFile(checked_relative(path), real, self.control, self.ledger)
 
     def exists(self, path: str) -> bool:
         return self._real(path).exists()
@@ -127,9 +222,11 @@ class LiveDisk:
         target = self._real(dst)
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(self._real(src), target)
+        self.ledger.record("R", checked_relative(src), checked_relative(dst))
 
     def remove(self, path: str) -> None:
         os.remove(self._real(path))
+        self.ledger.record("D", checked_relative(path))
 
 
 class FileStore:

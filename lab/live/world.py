@@ -4,7 +4,7 @@ and the faults it applies to them; and the event-loop runner that also works ins
 Jupyter's running loop.
 
 Faults (the ``lab.faults.FaultWorld`` verbs) hit server processes only: ``pause`` is
-SIGSTOP until ``resume`` sends SIGCONT, ``crash`` is kill -9 and ``restart`` starts the
+SIGSTOP until ``resume`` sends SIGCONT, ``crash`` is kill -9 with the page cache lost (files cut back to what was fsynced) and ``restart`` starts the
 server again on the same data dir and ports. Clients run in this process: a fault aimed
 at them is refused before the run (``refusal``). Links (partition, delay, loss) and slow
 disks are not applied here yet.
@@ -15,11 +15,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Sequence, TypeVar
 
-from lab.live.disk import fsync_delay_path
+from lab.live.disk import fsync_delay_path, power_cut
 from lab.live.processes import RESTART_TRIES, ServerProcess
 from lab.live.proxy import LiveLinks
 from lab.live.runtime import LiveRuntime
@@ -64,6 +65,7 @@ class LiveWorld:
         self.processes: dict[str, ServerProcess] = {}  # server nodes that are processes
         self._pauses: dict[str, int] = {}  # pauses in force per node: it resumes after the last
         self._crashes: dict[str, int] = {}  # crashes in force per node: it restarts after the last
+        self._tears = 0  # crashes so far: each draws its torn tails from its own seeded random
         self._starting: set[asyncio.Task] = set()
         self.links = LiveLinks(seed)
         self._fsync_delays: dict[str, int] = {}  # ns added to a server's fsyncs, all disk-delays in force  # a proxy per client-to-server link, made on first use
@@ -154,12 +156,16 @@ class LiveWorld:
             proc.resume()
 
     def crash(self, node: str, tear: bool = False) -> None:
-        """kill -9. What the server had written is in the page cache and survives; what it
-        held in its own memory is gone (``tear`` has no meaning here: the kernel keeps whole writes)."""
+        """The machine of server ``node`` crashes: kill -9, then its files are cut back to what
+        its disk had fsynced (``lab.live.disk.power_cut``; a kill alone would keep the page
+        cache), with ``tear`` a random prefix of each unsynced tail kept — as in the sim world."""
         proc = self._process(node)
         self._crashes[node] = self._crashes.get(node, 0) + 1
         if self._crashes[node] == 1:
             proc.kill()
+            self._tears += 1
+            cut = power_cut(proc.data_dir, random.Random(f"{self.seed}:tear:{node}:{self._tears}"), tear)
+            log.info("%s crashed: %d unsynced bytes lost", node, cut)
             self._pauses[node] = 0  # a crash ends every pause, as in the sim world
 
     def restart(self, node: str) -> ServerProcess:
