@@ -17,10 +17,10 @@ import base64
 import hashlib
 import hmac
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from enum import Enum
-from typing import Iterable, Mapping
 from urllib.parse import quote, unquote
 
 #: the header carrying a signed request's time
@@ -108,7 +108,7 @@ def canonical_levels(levels: Iterable[AuthorizationLevel]) -> str:
 
 # ---- time: ISO-8601 without millis, always printed in UTC with a literal Z ----------------
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(Z|[+-]\d{2}(?::?\d{2})?)\Z")
 
 
