@@ -40,9 +40,12 @@ def key_of(table: Table, given: Mapping[str, Any], *, partition_only: bool = Fal
     return values
 
 
-def check_values(table: Table, values: Mapping[str, Any]) -> None:
+def check_values(table: Table, values: Mapping[str, Any], *, update: bool = False) -> None:
     """Refuse unknown columns, key columns and counters among the values to set: a key is
-    never updated, and a counter is only ``add``-ed (CQL refuses both)."""
+    never updated, and a counter is only ``add``-ed (CQL refuses both); an update sets
+    something (CQL's UPDATE needs a SET)."""
+    if update and not values:
+        raise ValueError(f"{table.name}: an update needs a column to set")
     for column in values:
         kind = table.columns.get(column)
         if kind is None:
@@ -174,7 +177,7 @@ class MemoryStore:
     async def update(self, table: str, key: Mapping[str, Any], values: Mapping[str, Any], *,
                      conditions: Sequence[Condition] = ()) -> bool:
         spec = table_of(table)
-        check_values(spec, values)
+        check_values(spec, values, update=True)
         check_conditions(spec, conditions)
         if conditions:
             row = self._row(spec, key)
