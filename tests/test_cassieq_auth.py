@@ -318,6 +318,30 @@ def test_account_get_list_delete():
     assert run_accounts(body) == (["a-team", "b.team"], None, ["b.team"])
 
 
+def test_account_refusals_carry_the_original_error_entities():
+    async def body(accounts):
+        await accounts.create("acme")
+        refusals = []
+        for attempt in (accounts.create("acme"), accounts.add_key("acme", "primary"), accounts.delete("nobody"),
+                        accounts.signing_key("nobody", "primary"), accounts.signing_key("acme", "nope")):
+            with pytest.raises(Exception) as raised:
+                await attempt
+            refusals.append(raised.value.to_json())
+        return refusals, await accounts.signing_key("acme", " secondary "), await accounts.get("acme")
+    refusals, key, account = run_accounts(body)
+    assert refusals == [
+        {"reason": "Conflict", "operation": "CreateAccount", "message": "An account named 'acme' already exists"},
+        {"reason": "Conflict", "operation": "AddNewAccountKey", "message": "A key named 'primary' already exists."},
+        {"reason": "NotFound", "operation": "DeleteAccount", "message": "The requested account 'nobody' was not found.",
+         "account": "nobody"},
+        {"reason": "NotFound", "operation": "CreateSignedAuthQuery",
+         "message": "The requested account 'nobody' was not found.", "account": "nobody"},
+        {"reason": "NotFound", "operation": "GenerateQueryAuth",
+         "message": "The requested account key of 'nope' was not found.", "key": "nope"},
+    ]
+    assert key == account.keys["secondary"]
+
+
 def test_bad_names_are_refused():
     async def body(accounts):
         for bad in ("", "a b", "a/b", "ü"):

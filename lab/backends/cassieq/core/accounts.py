@@ -14,58 +14,63 @@ keys there are reproducible, not secret; a live server passes ``random.SystemRan
 from __future__ import annotations
 
 import base64
-import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from lab.backends.cassieq.core.errors import Conflict, InvalidName, NotFound
+from lab.backends.cassieq.core.model import valid_name
 from lab.backends.cassieq.core.store import CassStore
+
+__all__ = ["AccountDefinition", "AccountExists", "AccountNotFound", "Accounts", "InvalidName", "KeyExists",
+           "KeyNotFound", "new_key"]
 
 TABLE = "account"
 KEY_BYTES = 64
 PRIMARY = "primary"
 SECONDARY = "secondary"
-#: account, queue and key names (spec §1); names are trimmed first
-NAME_RULE = re.compile(r"[a-zA-Z_\-0-9.]+")
 
 
 class RandomBytes(Protocol):
     def randbytes(self, n: int) -> bytes: ...
 
 
-class InvalidName(ValueError):
-    """A name breaks the name rule (422 in a JSON body, 400 in a path)."""
+class AccountNotFound(NotFound):
+    """No such account (404). The original names every account lookup's operation
+    ``DeleteAccount``; the permissions endpoint says ``CreateSignedAuthQuery``."""
 
-
-class AccountNotFound(LookupError):
-    """No such account (404)."""
-
-    def __init__(self, account: str):
-        super().__init__(f"The requested account '{account}' was not found.")
+    def __init__(self, account: str, operation: str = "DeleteAccount"):
+        super().__init__(operation, f"The requested account '{account}' was not found.")
         self.account = account
 
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "account": self.account}
 
-class AccountExists(Exception):
+
+class KeyNotFound(NotFound):
+    """No key by that name (the permissions endpoint's 404)."""
+
+    def __init__(self, key_name: str, operation: str = "GenerateQueryAuth"):
+        super().__init__(operation, f"The requested account key of '{key_name}' was not found.")
+        self.key_name = key_name
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "key": self.key_name}
+
+
+class AccountExists(Conflict):
     """409 on create."""
 
     def __init__(self, account: str):
-        super().__init__(f"An account named '{account}' already exists")
+        super().__init__("CreateAccount", f"An account named '{account}' already exists")
         self.account = account
 
 
-class KeyExists(Exception):
+class KeyExists(Conflict):
     """409 on add key."""
 
     def __init__(self, key_name: str):
-        super().__init__(f"A key named '{key_name}' already exists.")
+        super().__init__("AddNewAccountKey", f"A key named '{key_name}' already exists.")
         self.key_name = key_name
-
-
-def valid_name(name: str) -> str:
-    """The trimmed name, or InvalidName."""
-    trimmed = name.strip()
-    if not NAME_RULE.fullmatch(trimmed):
-        raise InvalidName(f"invalid name {name!r}: names are letters, digits, '_', '-' and '.'")
-    return trimmed
 
 
 def new_key(random: RandomBytes) -> str:
@@ -94,7 +99,7 @@ class Accounts:
 
     async def create(self, name: str) -> AccountDefinition:
         """A new account with keys ``primary`` and ``secondary``; AccountExists if the name is taken."""
-        name = valid_name(name)
+        name = valid_name(name, "account name")
         keys = {PRIMARY: new_key(self.random), SECONDARY: new_key(self.random)}
         if not await self.store.insert(TABLE, {"account_name": name, "keys": keys}, if_not_exists=True):
             raise AccountExists(name)
@@ -124,7 +129,7 @@ class Accounts:
 
     async def add_key(self, name: str, key_name: str) -> str:
         """A new random key under ``key_name``; KeyExists if the name is taken."""
-        key_name = valid_name(key_name)
+        key_name = valid_name(key_name, "key name")
         account = await self._existing(name)
         if key_name in account.keys:
             raise KeyExists(key_name)
@@ -140,10 +145,18 @@ class Accounts:
             remaining = {k: v for k, v in account.keys.items() if k != key_name}
             await self._write_keys(account.account_name, remaining)
 
-    async def _existing(self, name: str) -> AccountDefinition:
+    async def signing_key(self, name: str, key_name: str) -> str:
+        """The key the permissions endpoint signs query claims with (its two 404s)."""
+        account = await self._existing(name, operation="CreateSignedAuthQuery")
+        try:
+            return account.keys[key_name.strip()]
+        except KeyError:
+            raise KeyNotFound(key_name.strip()) from None
+
+    async def _existing(self, name: str, operation: str = "DeleteAccount") -> AccountDefinition:
         account = await self.get(name)
         if account is None:
-            raise AccountNotFound(name.strip())
+            raise AccountNotFound(name.strip(), operation)
         return account
 
     async def _write_keys(self, name: str, keys: dict[str, str]) -> None:
