@@ -12,11 +12,13 @@ import multiprocessing
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Awaitable, Callable, Iterator
+from urllib.parse import urlsplit
 
+import psycopg
 import pytest
 
 from lab.backends.cassieq.core.memory_store import MemoryStore
-from lab.backends.cassieq.core.store import SCHEMA, CassStore, Condition
+from lab.backends.cassieq.core.store import SCHEMA, CassStore, Condition, StoreError
 from lab.backends.cassieq.stores import ACCEPTED, open_store
 from lab.backends.cassieq.stores.postgres import PostgresStore
 from lab.backends.cassieq.stores.sqlite import SQLiteStore
@@ -489,3 +491,34 @@ def test_a_bad_store_url_names_what_is_accepted(url: str) -> None:
     with pytest.raises(ValueError) as error:
         open_store(url)
     assert ACCEPTED in str(error.value)
+
+
+# -- failures --------------------------------------------------------------------------------
+
+
+def test_an_unreachable_store_is_a_store_error(tmp_path) -> None:
+    with pytest.raises(StoreError, match="cannot open"):
+        open_store(str(tmp_path / "no such folder" / "cassieq.db"))
+    nobody = open_store("postgresql://postgres@127.0.0.1:1/cassieq", timeout_s=1)
+    with pytest.raises(StoreError):
+        asyncio.run(nobody.read_all("queue"))
+    nobody.close()
+
+
+def test_postgres_reconnects_after_the_server_drops_the_connection(pg_server: str, pg_url: str) -> None:
+    async def body() -> None:
+        store = open_store(pg_url)
+        try:
+            await store.insert("monoton", {"queueid": "q", "value": 1})
+            with psycopg.connect(pg_server, autocommit=True) as admin:
+                dropped = admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                        "WHERE datname = %s AND pid <> pg_backend_pid()",
+                                        [urlsplit(pg_url).path.lstrip("/")]).fetchall()
+            assert dropped == [(True,)]
+            with pytest.raises(StoreError):  # the statement in flight: its outcome is unknown
+                await store.read("monoton", {"queueid": "q"})
+            assert await store.read("monoton", {"queueid": "q"}) == {"queueid": "q", "value": 1}
+        finally:
+            store.close()
+
+    run(body)

@@ -17,7 +17,14 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Any, Mapping, Sequence
 
-from lab.backends.cassieq.core.store import DEFAULT_READ, SCHEMA, Condition, Consistency, Row, Table
+from lab.backends.cassieq.core.store import (
+    DEFAULT_READ,
+    SCHEMA,
+    Condition,
+    Consistency,
+    Row,
+    Table,
+)
 
 OPERATORS = ("=", ">", ">=")
 

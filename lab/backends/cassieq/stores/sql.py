@@ -23,9 +23,20 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from lab.backends.cassieq.core.memory_store import (
-    check_conditions, check_values, key_of, split_row, table_of,
+    check_conditions,
+    check_values,
+    key_of,
+    split_row,
+    table_of,
 )
-from lab.backends.cassieq.core.store import DEFAULT_READ, SCHEMA, Condition, Consistency, Row, Table
+from lab.backends.cassieq.core.store import (
+    DEFAULT_READ,
+    SCHEMA,
+    Condition,
+    Consistency,
+    Row,
+    Table,
+)
 
 
 @dataclass(frozen=True)
