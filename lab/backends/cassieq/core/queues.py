@@ -12,7 +12,9 @@ Deliberate fixes over the original, each noted where it is made:
 - re-creating a name that is still ``Deleting`` bumps the version the row holds (not the
   requested definition's), initializes the rows of the *new* queue id before it becomes
   Active, and takes every option of the request (the original kept the old repair settings
-  and left the new id without a monoton, so its puts would spin).
+  and left the new id without a monoton, so its puts would spin); a create that loses that
+  compare-and-set looks at the row again instead of answering "exists" for a row that a
+  finishing delete may just have removed.
 """
 
 from __future__ import annotations
@@ -119,7 +121,10 @@ class Queues:
                 continue  # removed by a finishing delete since the insert: try again
             if current.status < QueueStatus.Deleting:
                 return CreateOutcome(False, await self.get_active(name))
-            return await self._created(await self._reversion(options, current), name)
+            if await self._reversion(options, current):
+                return await self._created(True, name)
+            # lost CAS-13: another create took the next life, or the old life's job removed
+            # the row; look again (the original answered "exists" here, even for a removed row)
 
     async def _reversion(self, options: QueueCreateOptions, current: QueueDefinition) -> bool:
         """[CAS-13] the next life of a name that is Deleting or Inactive: ``version+1, Active,
