@@ -529,6 +529,21 @@ def test_update_keeps_the_body_when_none_and_leaves_the_delivery_count():
     sim(body)
 
 
+def test_the_invisibility_pointer_moves_back_always_and_forward_only_from_what_was_read():  # CAS-5
+    async def body(h: Harness):
+        q = await h.queue("cas5")
+        data = q.data
+        assert await data.move_invis_pointer(-1, 10) == 10
+        assert await data.move_invis_pointer(5, 3) == 3  # backwards, though the caller's reading is stale
+        assert await data.move_invis_pointer(5, 12) == 3  # forwards from a stale reading: refused
+        assert await data.move_invis_pointer(3, 12) == 12
+        assert await data.invis_pointer() == 12
+        assert await data.advance_reader(1, 2) == 0 and await data.advance_reader(0, 1) == 1  # CAS-4
+        assert await data.advance_repair(3, 4) == 0 and await data.advance_repair(0, 1) == 1  # CAS-9
+
+    sim(body)
+
+
 # -- MessageRepositoryTester -----------------------------------------------------------------------
 
 def test_put_message_should_succeed():
@@ -743,6 +758,21 @@ def test_can_create_queue_while_job_is_deleting():
     sim(body)
 
 
+def test_a_late_deletion_job_retires_only_its_own_life():
+    async def body(h: Harness):
+        v0 = await h.queue("late_job")
+        job0 = await h.queues.mark_for_deletion(v0.definition)
+        v1 = (await h.queues.create(QueueCreateOptions("late_job"))).definition
+        job1 = await h.queues.mark_for_deletion(v1)  # v1 is being deleted too
+        await h.queues.run_deletion_job(job0)
+        row = await h.queues.get_any("late_job")
+        assert (row.version, row.status) == (1, QueueStatus.Deleting)  # v1's own job has not finished
+        await h.queues.run_deletion_job(job1)
+        assert await h.queues.get_any("late_job") is None
+
+    sim(body)
+
+
 def test_delete_queue():
     async def body(h: Harness):
         await h.queue("delete_queue")
@@ -850,7 +880,8 @@ def test_only_one_active_ever():
     assert {"QueueAlreadyDeleting", "NotFound"} & set(outcomes)  # the tasks did race
 
 
-def test_two_deletes_at_once_one_wins():
+@pytest.mark.parametrize("seed", range(1, 9))
+def test_two_deletes_at_once_one_wins(seed):
     async def body(h: Harness):
         await h.queue("twice")
         results: list[str] = []
@@ -868,7 +899,7 @@ def test_two_deletes_at_once_one_wins():
         assert await h.queues.get_any("twice") is None
         return sorted(results)
 
-    results = sim(body, slow=True)
+    results = sim(body, seed=seed, slow=True)
     assert results[0] in ("NotFound", "QueueAlreadyDeleting") and results[1] == "ok"
 
 
