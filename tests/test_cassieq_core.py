@@ -300,6 +300,17 @@ def test_reader_stops_on_deleted_queue():
     sim(body)
 
 
+def test_a_negative_lease_is_refused():
+    async def body(h: Harness):
+        q = await h.queue("negative")
+        await q.put("a")
+        with pytest.raises(ValueError):
+            await q.read(-1)
+        assert (await q.row(0)).delivery_count == 0
+
+    sim(body)
+
+
 def test_ack_next_message():
     async def body(h: Harness):
         q = await h.queue("test_ack_next_message")
@@ -605,6 +616,21 @@ def test_a_dead_letter_is_dropped_when_the_dlq_is_not_active():
         await read_till_poisoned(h, q)
         assert await q.read(1) is None and (await q.row(0)).acked
         assert all(row["queueid"] != dlq.definition.id for row in await h.store.read_all("message"))
+
+    sim(body)
+
+
+def test_a_dead_letter_is_dropped_when_the_dlq_is_deleted_during_the_copy():
+    async def body(h: Harness):
+        dlq = await h.queue("racing_dlq")
+        q = await h.queue("source", max_delivery_count=1, dlq_name="racing_dlq")
+        await q.put("1")
+        await q.read(1)
+        await h.tick(2)
+        # the DLQ's delete job has removed its monoton, its row is still Active for a moment
+        await h.store.delete("monoton", {"queueid": dlq.definition.id})
+        assert await q.read(1) is None  # no error: the poison message is dropped
+        assert (await q.row(0)).acked and await q.size() == 0
 
     sim(body)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from enum import Enum
 
-from lab.backends.cassieq.core.errors import Conflict, ExistingMonoton
+from lab.backends.cassieq.core.errors import Conflict, ExistingMonoton, NotFound
 from lab.backends.cassieq.core.model import Delivery, Message, PopReceipt, QueueDefinition, Updated, bucket_of
 from lab.backends.cassieq.core.queue_data import QueueData
 from lab.backends.cassieq.core.queues import Queues
@@ -57,6 +57,8 @@ class MessageQueue:
 
     async def get(self, invisibility: float = 30) -> Delivery | None:
         """Lease the next message for ``invisibility`` seconds, or None when nothing is available."""
+        if invisibility < 0:
+            raise ValueError(f"the invisibility time cannot be negative: {invisibility}")
         active = await self.queues.get_active(self.definition.queue_name)
         if active is None or active.version != self.definition.version:
             return None  # this life was deleted since the caller looked it up
@@ -158,7 +160,7 @@ class MessageQueue:
             if dlq is not None:
                 try:  # the whole put again, on the DLQ: a new id, a new tag, no delay
                     await MessageQueue(self.data.store, self.rt, dlq, self.queues).put(message.body or "")
-                except ExistingMonoton as error:
+                except (ExistingMonoton, NotFound) as error:  # taken id, or the DLQ deleted meanwhile
                     log.error("dead-letter copy to %s failed: %s", dlq.id, error)
         if await self.data.ack(message):  # [CAS-7]; with no (Active) DLQ the message is dropped
             log.info("dead-lettered %s #%d after %d deliveries", self.definition.id, message.index,
