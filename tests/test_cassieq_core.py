@@ -1040,6 +1040,35 @@ def test_the_repair_loop_runs_on_the_runtime_after_its_jitter():
     sim(body)
 
 
+@pytest.mark.parametrize("delete_buckets", [True, False])
+def test_a_republished_original_holds_the_invisibility_pointer_unless_its_bucket_is_deleted(delete_buckets):
+    """The original's §4.3 step "a row with delivery_count 0 stops the pointer" does not skip
+    acked rows, so the acked original of a republished message stops the pointer for good
+    when buckets are kept: an expired lease behind the reader is then never redelivered.
+    Kept as the original has it; with the default (delete), the bucket goes and the pointer
+    steps over its finalizer."""
+    async def body(h: Harness):
+        q = await h.queue("held", bucket_size=1, repair_worker_finalize_seconds=1,
+                          delete_buckets_after_finalize=delete_buckets)
+        worker = h.repair(q)
+        await q.put("late")
+        await q.data.tombstone(0)
+        await h.tick(2)
+        assert await worker.one_pass() and worker.republished == 1
+        await q.read_and_ack("late")
+        await q.put("abandoned")
+        await q.put("next")
+        await q.read(1)  # leased and never acked
+        await q.read_and_ack("next")
+        await h.tick(2)
+        for _ in range(3):
+            await worker.one_pass()
+        again = await q.read(10)
+        return None if again is None else again.body
+
+    assert sim(body) == ("abandoned" if delete_buckets else None)
+
+
 # -- ★ StandardApiTests at the core: the lookups an HTTP request does, then the core ----------------
 
 def test_client_can_create_put_and_ack():  # ★ test_client_can_create_put_and_ack
