@@ -228,6 +228,29 @@ def test_expect_100_continue_is_answered_before_the_body():
     assert open_ and calls.seen[0].body == b"body" and replies(out)[0].status == 200
 
 
+def test_the_header_limit_counts_the_section_to_the_byte_however_it_arrives():
+    head = b"GET /items/1 HTTP/1.1\r\nhost: x\r\nx-big: "
+    fits = head + b"a" * (256 - len(head) - 4) + b"\r\n\r\n"  # exactly 256 bytes
+    over = head + b"a" * (257 - len(head) - 4) + b"\r\n\r\n"
+    for data in (fits, over):
+        for chunks in ([data], [data[i:i + 1] for i in range(len(data))]):
+            out, open_ = sync(run(Calls().connection(max_header_bytes=256), *chunks))
+            assert [r.status for r in replies(out)] == ([200] if data is fits else [431]) and open_ == (data is fits)
+
+
+def test_an_upgrade_is_declined_and_the_connection_goes_on_in_http_1_1():
+    calls = Calls()
+    h2c = b"GET /items/u HTTP/1.1\r\nhost: x\r\nconnection: Upgrade, HTTP2-Settings\r\nupgrade: h2c\r\n\r\n"
+    with_body = (b"POST /items/b HTTP/1.1\r\nhost: x\r\nconnection: upgrade\r\nupgrade: x\r\ncontent-length: 3\r\n\r\n"
+                 b"abc")
+    data = b"\r\n" + h2c + with_body + req("GET", "/items/after")  # a blank line before a request is skipped
+    for chunks in ([data], [data[i:i + 1] for i in range(len(data))]):
+        calls.seen.clear()
+        out, open_ = sync(run(calls.connection(), *chunks))
+        assert open_ and [r.status for r in replies(out)] == [200, 200, 200]
+        assert [(r.params["item"], r.body) for r in calls.seen] == [("u", b""), ("b", b"abc"), ("after", b"")]
+
+
 def test_responses_have_a_content_length_but_204_and_refuse_header_injection():
     assert encode_response(Response(204, b"ignored", {"X-Next": "3"})) == b"HTTP/1.1 204 No Content\r\nX-Next: 3\r\n\r\n"
     assert encode_response(Response(200, b"abc", {"Content-Length": "99"})) == (
@@ -268,6 +291,26 @@ def test_the_reader_takes_chunked_close_delimited_head_and_1xx_responses():
     reader = ResponseReader("POST")
     assert reader(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\ncontent-length: 2\r\n\r\nok") == (
         201, {"content-length": "2"}, b"ok")
+
+
+def test_the_reader_stops_at_the_end_of_its_response_and_leaves_the_rest():
+    chunked = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3;x=1\r\na\nc\r\n0\r\nx-trailer: 1\r\n\r\n"
+    sized = b"HTTP/1.1 201 Created\r\ncontent-length: 4\r\n\r\n\r\n\r\n"
+    head = b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\n"
+    data = chunked + sized + head + sized
+    for size in (1, 2, 7, len(data)):
+        got = []
+        for method in ("GET", "POST", "HEAD", "GET"):
+            reader, reply = ResponseReader(method), None
+            while reply is None:
+                piece, data = data[:size], data[size:]
+                reply = reader(piece)
+            data = reader.trailing + data
+            got.append(reply)
+        assert got == [(200, {"transfer-encoding": "chunked"}, b"a\nc"), (201, {"content-length": "4"}, b"\r\n\r\n"),
+                       (200, {"content-length": "9"}, b""), (201, {"content-length": "4"}, b"\r\n\r\n")]
+        assert data == b""
+        data = chunked + sized + head + sized
 
 
 @pytest.mark.parametrize("chunks", [

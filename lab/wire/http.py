@@ -1,19 +1,25 @@
-"""HTTP/1.1, sans-IO, on h11: a server connection with a small router, and a client's
-request encoder and response reader. No sockets, no clock: a world moves the bytes.
+"""HTTP/1.1, sans-IO, on httptools (llhttp, Node's parser): a server connection with a small
+router, and a client's request encoder and response reader. No sockets, no clock: a world
+moves the bytes.
 
 Server: ``HttpServerConnection(router, max_body=..., header_timeout=...)`` implements
 ``lab.runtime.ServerConnection``. The world feeds it bytes and runs the requests it returns
-in order; h11 parses them, and each gets one response, encoded here in one piece, always
-with a Content-Length (none on 1xx, 204 and 304).
+in order; llhttp parses them one at a time (a pipelined request's bytes wait, unparsed,
+until the one before it is answered), and each gets one response, encoded here in one
+piece, always with a Content-Length (none on 1xx, 204 and 304).
 Keep-alive and pipelining (requests back to back in one feed) work; ``Connection: close``
 (or an HTTP/1.0 client) closes the connection after its response. A request that breaks
-HTTP (h11's ``RemoteProtocolError``, a method no standard names, a header section over
-``max_header_bytes``) or whose body is over ``max_body`` (Content-Length checked before the
-body is read, a chunked body as soon as it passes the limit) gets a JSON error and then the
-connection closes: ``handle`` returns False. ``Expect: 100-continue`` is answered with a
-100 when the body is awaited. The idle timer (``timeout``) is a header timeout: it is not
-reset by bytes arriving (``idle_resets_on_data = False``), so the world starts it at
-accept and after each response, and a request being handled is never idle.
+HTTP (llhttp's ``HttpParserError``; a method no standard names; an HTTP/1.1 request without
+its one Host; a Transfer-Encoding other than chunked, 501; a header section over
+``max_header_bytes``, 431, counted exactly, however the bytes arrive) or whose body is over
+``max_body`` (Content-Length checked before the body is read, a chunked body as soon as it
+passes the limit) gets a JSON error and then the connection closes: ``handle`` returns
+False. ``Expect: 100-continue`` is answered with a 100 when the body is awaited. An upgrade
+(``Upgrade`` with ``Connection: upgrade``, or CONNECT) is declined: the router answers it as
+any request, and the connection goes on in HTTP/1.1. The idle timer (``timeout``) is a
+header timeout: it is not reset by bytes arriving (``idle_resets_on_data = False``), so the
+world starts it at accept and after each response, and a request being handled is never
+idle.
 
 The router answers every error as ``{"error": reason}``: 404 ``nothing at PATH``, 405
 naming the allowed methods (with an ``Allow`` header), 500 ``internal error: Type: message``
@@ -25,17 +31,24 @@ answers HEAD (its headers, no body), as aiohttp does.
 Client: ``encode_request(...)`` gives a request's bytes, and a ``ResponseReader`` (one per
 request) takes the reply's bytes as they arrive and returns an ``HttpReply`` once the whole
 response is in: the pair a design's client passes to ``Connection.exchange``.
+
+llhttp parses a whole buffer at once, messages after messages, and tells no offsets; so
+both sides feed it a message's bytes only: its header section up to its first empty line,
+a Content-Length body by its length, a chunked body line by line. Thus the bytes after a
+message (the next request's, the next response's) stay unparsed, and the header section's
+size is known to the byte.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Mapping, NamedTuple
 from urllib.parse import parse_qsl, unquote
 
-import h11
+import httptools
 
 if TYPE_CHECKING:
     from lab.runtime import Send
@@ -213,6 +226,84 @@ class Router:
             return error(500, f"internal error: {type(e).__name__}: {e}")
 
 
+# -- parsing, shared by both sides -----------------------------------------------------------
+
+# what the bytes being fed are: a header section, a Content-Length body, a chunked body, a
+# body that runs to the connection's close (a response's only)
+_HEAD, _LENGTH, _CHUNKED, _TO_CLOSE = 0, 1, 2, 3
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+
+
+def _head_end(tail: bytes, data: bytes, pos: int) -> int:
+    """The index in ``data`` just past the empty line that ends a header section (LF CR LF,
+    or LF LF as h11 took it: llhttp 9 refuses a bare LF, older ones take it), searching from
+    ``pos``; ``tail`` is the section's last bytes already fed (at most 2), so an end split
+    between two feeds is found. -1 if the section goes on past ``data``."""
+    if tail:
+        probe = tail + data[pos:pos + 2]
+        i = probe.find(b"\n\r\n")
+        j = probe.find(b"\n\n", len(tail) - 1)  # not one inside the tail: it was fed already
+        if i >= 0 or j >= 0:
+            return pos - len(tail) + (j + 2 if i < 0 or 0 <= j < i else i + 3)
+    i = data.find(b"\n\r\n", pos)
+    j = data.find(b"\n\n", pos, i + 1) if i >= 0 else data.find(b"\n\n", pos)
+    return j + 2 if j >= 0 else i + 3 if i >= 0 else -1
+
+
+class _Message:
+    """httptools' protocol: the callbacks collect a message here (one object per parser,
+    reset in place: the parser holds its bound methods). Header names lower-case, values
+    latin-1 without surrounding whitespace, a repeated header's values joined by ", "."""
+
+    __slots__ = ("url", "headers", "body", "size", "head_done", "complete", "repeated_host")
+
+    def __init__(self) -> None:
+        self.url = b""
+        self.headers: dict[str, str] = {}
+        self.body: list[bytes] = []
+        self.size = 0  # body bytes
+        self.head_done = False
+        self.complete = False
+        self.repeated_host = False
+
+    def on_url(self, piece: bytes) -> None:
+        self.url += piece
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self.head_done:
+            return  # a chunked body's trailer fields: dropped, as h11 did
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1").rstrip(" \t")  # llhttp keeps trailing whitespace
+        headers = self.headers
+        if key in headers:
+            headers[key] = f"{headers[key]}, {text}"
+            if key == "host":
+                self.repeated_host = True
+        else:
+            headers[key] = text
+
+    def on_headers_complete(self) -> None:
+        self.head_done = True
+
+    def on_body(self, data: bytes) -> None:
+        self.body.append(data)
+        self.size += len(data)
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+
+    def take_body(self) -> bytes:
+        body = self.body
+        return body[0] if len(body) == 1 else b"".join(body)
+
+    def reset(self) -> None:
+        self.url = b""
+        self.headers = {}
+        self.body = []
+        self.size = 0
+        self.head_done = self.complete = self.repeated_host = False
+
+
 # -- the server connection -------------------------------------------------------------------
 
 class _Refusal:
@@ -260,14 +351,9 @@ def _query(raw: str) -> dict[str, str]:
     return query
 
 
-def _headers(fields: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
-    """h11's header fields (lower-case names) as a dict; a repeated field's values joined by ", "."""
-    headers: dict[str, str] = {}
-    for name, value in fields:
-        key = name.decode("ascii")
-        text = value.decode("latin-1")
-        headers[key] = f"{headers[key]}, {text}" if key in headers else text
-    return headers
+def _has_token(value: str | None, token: str) -> bool:
+    """Whether a comma-separated header (Connection, Expect) names ``token``, in any case."""
+    return value is not None and token in (t.strip() for t in value.lower().split(","))
 
 
 _STATUS_LINES = {code: f"HTTP/1.1 {code} {phrase}\r\n" for code, phrase in
@@ -305,9 +391,9 @@ def encode_response(response: Response, close: bool = False, head_only: bool = F
 class HttpServerConnection:
     """One HTTP/1.1 connection (``lab.runtime.ServerConnection``) over ``router``.
 
-    h11 parses the requests, one h11 connection per request cycle (a pipelined request's
-    bytes move on to the next one), and the responses are encoded here: a handler's whole
-    response is one ``send``."""
+    ``feed`` only keeps the bytes; ``next_request`` gives them to llhttp, a message's worth
+    at a time, and leaves the bytes after a whole request for the next call. The responses
+    are encoded here: a handler's whole response is one ``send``."""
 
     idle_resets_on_data = False
 
@@ -319,76 +405,158 @@ class HttpServerConnection:
         self.max_body = max_body
         self.max_header_bytes = max_header_bytes
         self.timeout: float | None = header_timeout
-        self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=max_header_bytes)
-        self._head: h11.Request | None = None  # the request whose body is arriving
-        self._fields: dict[str, str] = {}  # its headers
-        self._body: list[bytes] = []
-        self._size = 0
+        self._msg = _Message()
+        self._parser = httptools.HttpRequestParser(self._msg)
+        self._buf = b""  # bytes not given to the parser yet
+        self._phase = _HEAD  # what the parser is reading
+        self._head_size = 0  # bytes of the request's header section so far
+        self._tail = b""  # their last 2
+        self._start = b""  # their first 64 (for an unknown method's name)
+        self._remaining = 0  # Content-Length bytes still to come
+        self._method = ""
+        self._expect = False  # the client waits for a 100 Continue to send its body
         self._continued = False  # a 100 Continue was sent for this request
         self._close = False  # this request is the connection's last (Connection: close, HTTP/1.0)
         self._over = False  # refused, or lost: no more requests
 
     def feed(self, data: bytes) -> None:
-        if data and not self._over:  # b"" would be h11's end of input: the world calls lost()
-            self._h11.receive_data(data)
+        if data and not self._over:
+            self._buf = self._buf + data if self._buf else data
 
     def next_request(self) -> Request | _Refusal | _Continue | None:
         if self._over:
             return None
-        conn = self._h11
-        while True:
-            try:
-                event = conn.next_event()
-            except h11.RemoteProtocolError as e:
-                return self._refuse(e.error_status_hint, f"bad HTTP request: {e}")
-            kind = type(event)
-            if kind is h11.Data:
-                self._size += len(event.data)
-                if self._size > self.max_body:
-                    return self._refuse(413, f"Maximum request body size {self.max_body} exceeded.")
-                self._body.append(event.data)
-            elif kind is h11.Request:
-                refusal = self._start(event)
-                if refusal is not None:
-                    return refusal
-            elif kind is h11.EndOfMessage:
-                return self._request()
-            elif event is h11.NEED_DATA:
-                if self._head is not None and not self._continued and conn.they_are_waiting_for_100_continue:
-                    self._continued = True
-                    return _CONTINUE
-                return None
-            elif event is h11.PAUSED:
-                return None  # the next pipelined request waits until this one is answered
-            else:  # ConnectionClosed: only after an end of input, which feed never passes on
-                self._over = True
-                return None
+        data = self._buf
+        if not data:
+            return self._continue()
+        self._buf = b""
+        msg, parser = self._msg, self._parser
+        pos, end = 0, len(data)
+        piece = b""
+        try:
+            while pos < end:
+                phase = self._phase
+                if phase == _HEAD:
+                    stop = _head_end(self._tail, data, pos)
+                    if stop < 0:
+                        stop = end
+                    piece = data if pos == 0 and stop == end else data[pos:stop]
+                    self._head_size += stop - pos
+                    pos = stop
+                    try:
+                        parser.feed_data(piece)
+                        upgrade = False
+                    except httptools.HttpParserUpgrade:
+                        upgrade = True  # llhttp stops after the head: the request is in
+                    if msg.head_done:
+                        refusal = self._head_in(upgrade)
+                        if refusal is not None:
+                            return refusal
+                        parser = self._parser  # a new one after an upgrade
+                    else:  # more of the head to come (or blank lines before a request: skipped)
+                        self._tail = (self._tail + piece)[-2:]
+                        if len(self._start) < 64:
+                            self._start = (self._start + piece)[:64]
+                        if self._head_size > self.max_header_bytes:
+                            return self._too_big_head()
+                        continue
+                elif phase == _LENGTH:
+                    stop = pos + self._remaining
+                    if stop > end:
+                        stop = end
+                    piece = data if pos == 0 and stop == end else data[pos:stop]
+                    self._remaining -= stop - pos
+                    pos = stop
+                    parser.feed_data(piece)
+                else:  # _CHUNKED: line by line, so as not to parse past its end
+                    lf = data.find(b"\n", pos)
+                    stop = end if lf < 0 else lf + 1
+                    piece = data if pos == 0 and stop == end else data[pos:stop]
+                    pos = stop
+                    parser.feed_data(piece)
+                    if msg.size > self.max_body:
+                        return self._refuse(413, f"Maximum request body size {self.max_body} exceeded.")
+                if msg.complete:
+                    if pos < end:
+                        self._buf = data[pos:]
+                    return self._request()
+        except httptools.HttpParserError as e:
+            return self._bad(e, piece)
+        return self._continue()
 
-    def _start(self, head: h11.Request) -> _Refusal | None:
-        method = head.method.decode("ascii")
+    def _head_in(self, upgrade: bool) -> _Refusal | None:
+        """Check a request's head, just parsed, and set up the reading of its body."""
+        if self._head_size > self.max_header_bytes:
+            return self._too_big_head()
+        msg, parser = self._msg, self._parser
+        method = parser.get_method().decode("ascii")
         if method not in METHODS:
             return self._refuse(400, f"bad HTTP request: unknown method {method!r}")
-        headers = _headers(head.headers)
-        length = headers.get("content-length")  # h11 checked it: digits, one value
+        version = parser.get_http_version()
+        headers = msg.headers
+        if msg.repeated_host:
+            return self._refuse(400, "bad HTTP request: Found multiple Host: headers")
+        if version == "1.1" and "host" not in headers:
+            return self._refuse(400, "bad HTTP request: Missing mandatory Host: header")
+        coding = headers.get("transfer-encoding")
+        if coding is not None and coding.lower() != "chunked":  # llhttp takes "gzip, chunked"
+            return self._refuse(501, "bad HTTP request: Only Transfer-Encoding: chunked is supported")
+        length = headers.get("content-length")  # llhttp checked it: digits, one value
         if length is not None and int(length) > self.max_body:
             return self._refuse(413, f"Maximum request body size {self.max_body} exceeded (Content-Length {length}).")
-        self._head, self._fields = head, headers
+        self._method = method
+        self._close = version < "1.1" or _has_token(headers.get("connection"), "close")
+        if upgrade:
+            # declined: a fresh parser goes on (llhttp's would read the rest as another
+            # protocol), told the body's framing if there is a body (llhttp skipped it)
+            self._parser = parser = httptools.HttpRequestParser(msg)
+            if coding is not None or (length is not None and int(length) > 0):
+                url, msg.url, msg.headers = msg.url, b"", {}
+                parser.feed_data(b"PUT / HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n" if coding is not None
+                                 else b"PUT / HTTP/1.1\r\ncontent-length: %d\r\n\r\n" % int(length))
+                msg.url, msg.headers, msg.complete = url, headers, False
+        if not msg.complete:
+            self._expect = version >= "1.1" and _has_token(headers.get("expect"), "100-continue")
+            if length is not None:
+                self._phase, self._remaining = _LENGTH, int(length)
+            else:
+                self._phase = _CHUNKED
+        return None
+
+    def _continue(self) -> _Continue | None:
+        """A 100 Continue if the client waits for one to send the body, once."""
+        if self._expect and not self._continued and self._msg.size == 0:
+            self._continued = True
+            return _CONTINUE
         return None
 
     def _request(self) -> Request:
-        head, headers, body = self._head, self._fields, self._body
-        assert head is not None
-        self._head, self._body, self._size, self._continued = None, [], 0, False
-        raw_path, raw_query = _split_target(head.target.decode("ascii"))  # h11 allows visible ASCII only
-        connection = headers.get("connection")
-        self._close = head.http_version < b"1.1" or (
-            connection is not None and "close" in (t.strip() for t in connection.lower().split(",")))
-        return Request(head.method.decode("ascii"), unquote(raw_path) if "%" in raw_path else raw_path,
-                       _query(raw_query) if raw_query else {}, headers,
-                       bytes(body[0]) if len(body) == 1 else b"".join(body), None, raw_path)
+        msg = self._msg
+        raw_path, raw_query = _split_target(msg.url.decode("latin-1"))  # llhttp 9 allows ASCII only
+        request = Request(self._method, unquote(raw_path) if "%" in raw_path else raw_path,
+                          _query(raw_query) if raw_query else {}, msg.headers,
+                          msg.take_body() if msg.body else b"", None, raw_path)
+        msg.reset()
+        self._phase, self._head_size, self._tail, self._start = _HEAD, 0, b"", b""
+        self._expect = self._continued = False
+        return request
+
+    def _bad(self, e: httptools.HttpParserError, piece: bytes) -> _Refusal:
+        reason = str(e)
+        if isinstance(e, httptools.HttpParserInvalidMethodError):
+            method, space, _ = (self._start + piece).lstrip(b"\r\n").partition(b" ")
+            if space and _TOKEN.fullmatch(method):
+                return self._refuse(400, f"bad HTTP request: unknown method {method.decode('ascii')!r}")
+        elif "`Transfer-Encoding`" in reason:  # a coding llhttp does not take, or two of them
+            return self._refuse(501, f"bad HTTP request: {reason}")
+        return self._refuse(400, f"bad HTTP request: {reason}")
+
+    def _too_big_head(self) -> _Refusal:
+        return self._refuse(431, f"bad HTTP request: a header section over {self.max_header_bytes} bytes")
 
     def _refuse(self, status: int, reason: str) -> _Refusal:
         self._over = True
+        self._buf = b""
         log.info("refused a request: %s %s", status, reason)
         return _Refusal(status, reason)
 
@@ -400,11 +568,6 @@ class HttpServerConnection:
             if close:
                 self._over = True
                 return False
-            # the next cycle: a fresh h11 connection, with the bytes already here after this request
-            trailing, _ = self._h11.trailing_data
-            self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=self.max_header_bytes)
-            if trailing:
-                self._h11.receive_data(trailing)
             return True
         if request is _CONTINUE:
             await send(_CONTINUE_BYTES)
@@ -415,7 +578,8 @@ class HttpServerConnection:
 
     def lost(self) -> None:
         self._over = True
-        self._head, self._body = None, []
+        self._buf = b""
+        self._msg.reset()
 
 
 # -- the client side -------------------------------------------------------------------------
@@ -446,75 +610,104 @@ class HttpReply(NamedTuple):
 
 
 class ResponseReader:
-    """Reads one response with h11: ``reader(chunk)`` returns None until the whole response is
-    in, then its ``HttpReply``. ``method`` is the request's (a HEAD's response has no body).
-    ``reader(b"")`` says the connection closed (a response with neither Content-Length nor
-    chunks ends there). ValueError if the bytes are no HTTP/1.x response or it ends too soon;
-    a 1xx response before the real one is skipped."""
+    """Reads one response with llhttp: ``reader(chunk)`` returns None until the whole
+    response is in, then its ``HttpReply``. ``method`` is the request's (a HEAD's response
+    has no body). ``reader(b"")`` says the connection closed (a response with neither
+    Content-Length nor chunks ends there). ValueError if the bytes are no HTTP/1.x response,
+    its header section is over ``MAX_HEADER_BYTES``, or it ends too soon; a 1xx response
+    before the real one is skipped."""
 
-    __slots__ = ("_conn", "_method", "_start", "_status", "_headers", "_body")
+    __slots__ = ("_method", "_msg", "_parser", "_phase", "_remaining", "_head_size", "_tail", "_status",
+                 "_rest", "_closed")
 
     def __init__(self, method: str = "GET"):
-        self._conn = h11.Connection(h11.CLIENT)
         self._method = method
-        self._start = b""  # the first bytes, until the status code is in
+        self._msg = _Message()
+        self._parser = httptools.HttpResponseParser(self._msg)
+        self._phase = _HEAD
+        self._remaining = 0  # Content-Length bytes still to come
+        self._head_size = 0
+        self._tail = b""  # the header section's last 2 bytes so far
         self._status = 0
-        self._headers: dict[str, str] = {}
-        self._body: list[bytes] = []
-        if method == "HEAD":
-            self._request_sent()
-
-    def _request_sent(self) -> None:
-        """Put h11's client in the state of a request sent (it reads a response from an idle
-        client too, the cheap way, but it needs the request for HEAD and for a 1xx)."""
-        self._conn.send(h11.Request(method=self._method, target="/", headers=[("host", "reader")]))
-        self._conn.send(h11.EndOfMessage())
+        self._rest = b""
+        self._closed = False
 
     @property
     def trailing(self) -> bytes:
         """Bytes received after the response (a pipelined next response's), unread."""
-        return self._start or self._conn.trailing_data[0]
+        return self._rest
 
     def __call__(self, chunk: bytes) -> HttpReply | None:
-        conn = self._conn
-        if self._start is not None:
-            start = self._start + chunk
-            if len(start) < 12 and chunk:  # "HTTP/1.1 NNN"
-                self._start = start
+        if not chunk:
+            return self._closed_now()
+        if self._closed:
+            raise ValueError("bytes after the connection closed")
+        msg, parser = self._msg, self._parser
+        pos, end = 0, len(chunk)
+        try:
+            while pos < end:
+                phase = self._phase
+                if phase == _HEAD:
+                    stop = _head_end(self._tail, chunk, pos)
+                    if stop < 0:
+                        stop = end
+                    piece = chunk if pos == 0 and stop == end else chunk[pos:stop]
+                    self._head_size += stop - pos
+                    pos = stop
+                    parser.feed_data(piece)
+                    if not msg.head_done:
+                        self._tail = (self._tail + piece)[-2:]
+                        if self._head_size > MAX_HEADER_BYTES:
+                            raise ValueError(f"malformed HTTP response: a header section over {MAX_HEADER_BYTES} bytes")
+                        continue
+                    status = parser.get_status_code()
+                    if status < 200:  # 100 Continue: the response follows
+                        msg.reset()
+                        self._head_size, self._tail = 0, b""
+                        continue
+                    self._status = status
+                    if msg.complete or self._method == "HEAD":
+                        break
+                    headers = msg.headers
+                    coding = headers.get("transfer-encoding")
+                    length = headers.get("content-length")
+                    if coding is not None and coding.rpartition(",")[2].strip().lower() == "chunked":
+                        self._phase = _CHUNKED
+                    elif length is not None:
+                        self._phase, self._remaining = _LENGTH, int(length)
+                    else:
+                        self._phase = _TO_CLOSE
+                elif phase == _LENGTH:
+                    stop = pos + self._remaining
+                    if stop > end:
+                        stop = end
+                    piece = chunk if pos == 0 and stop == end else chunk[pos:stop]
+                    self._remaining -= stop - pos
+                    pos = stop
+                    parser.feed_data(piece)
+                elif phase == _CHUNKED:  # line by line, so as not to parse past its end
+                    lf = chunk.find(b"\n", pos)
+                    stop = end if lf < 0 else lf + 1
+                    parser.feed_data(chunk if pos == 0 and stop == end else chunk[pos:stop])
+                    pos = stop
+                else:  # _TO_CLOSE
+                    parser.feed_data(chunk if pos == 0 else chunk[pos:])
+                    pos = end
+                if msg.complete:
+                    break
+            else:
                 return None
-            self._start = None
-            if not start.startswith(b"HTTP/1.") and len(start) >= 7:
-                raise ValueError(f"malformed HTTP response: it starts {start[:40]!r}")
-            if start[9:10] == b"1" and self._method != "HEAD":
-                self._request_sent()
-            if start:
-                conn.receive_data(start)
-            if not chunk:  # the connection closed
-                conn.receive_data(b"")
-        else:
-            try:
-                conn.receive_data(chunk)
-            except RuntimeError:
-                raise ValueError("bytes after the connection closed") from None
-        while True:
-            try:
-                event = conn.next_event()
-            except h11.RemoteProtocolError as e:
-                raise ValueError(f"malformed HTTP response: {e}") from None
-            kind = type(event)
-            if kind is h11.Data:
-                self._body.append(event.data)
-            elif kind is h11.Response:
-                self._status = event.status_code
-                self._headers = _headers(event.headers)
-            elif kind is h11.EndOfMessage:
-                body = self._body
-                return HttpReply(self._status, self._headers, bytes(body[0]) if len(body) == 1 else b"".join(body))
-            elif event is h11.NEED_DATA:
-                return None
-            elif kind is h11.InformationalResponse:
-                continue  # 100 Continue: the response follows
-            elif kind is h11.ConnectionClosed:
-                raise ValueError("the connection closed before a whole response")
-            else:  # PAUSED: cannot happen before EndOfMessage
-                raise ValueError(f"unexpected HTTP event {event!r}")
+        except httptools.HttpParserError as e:
+            raise ValueError(f"malformed HTTP response: {e}") from None
+        except httptools.HttpParserUpgrade:  # a 101 to a request that asked for no upgrade
+            raise ValueError("malformed HTTP response: an upgrade nobody asked for") from None
+        if pos < end:
+            self._rest = chunk[pos:]
+        return HttpReply(self._status, msg.headers, msg.take_body() if msg.body else b"")
+
+    def _closed_now(self) -> HttpReply | None:
+        self._closed = True
+        if self._phase == _TO_CLOSE:
+            msg = self._msg
+            return HttpReply(self._status, msg.headers, msg.take_body() if msg.body else b"")
+        raise ValueError("the connection closed before a whole response")
