@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from lab.backends import REGISTRY, BadOption, UnknownBackend, backend_class, design_module
+from lab.backends import CONTROL, REGISTRY, BadOption, UnknownBackend, backend_class, design_module
 from lab.compare import NothingToRun
 from lab.paths import BadRunDir
 from lab.spark import JavaMissing
@@ -216,7 +216,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_backends(args: argparse.Namespace) -> int:
-    for name in sorted(REGISTRY):
+    for name in [CONTROL] + sorted(n for n in REGISTRY if n != CONTROL):  # the control first: the floor
         cls = backend_class(name)
         print(f"{name}: {cls.summary}")
         print(f"    worlds: {', '.join(cls.worlds)}")

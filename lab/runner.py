@@ -137,7 +137,7 @@ def run(
     seed = workload.seed if seed is None else seed
     workload = workload.with_seed(seed)
     cls = backend_class(backend)
-    options = cls.check_options(options)
+    options = cls.check_options(options, world)
     if world not in cls.worlds:
         raise WorkloadError(f"backend {backend!r} runs in the {' and '.join(cls.worlds)} world(s), not {world!r}")
     refusal = fault_refusal(workload, world, backend)

@@ -1,10 +1,11 @@
-"""The simulated Cassandra: CassieQ's store as a node of the sim world.
+"""The simulated Cassandra: a replicated table store as a node of the sim world.
 
-API nodes reach it over the simulated network (``SimCassandraStore``, the store port over
-``rt.net.call``), so net-splits between API nodes and the store are ordinary sim-world
-partitions, and a pause or crash of the store node is one too. Inside, the node keeps
-``replicas`` copies of the tables (``MemoryStore`` each, the reference semantics) and
-models what CassieQ's correctness and speed depend on:
+Clients (CassieQ's API nodes) reach it over the simulated network (``SimCassandraStore``:
+each statement a ``rt.net.call``), so net-splits between them and the store are ordinary
+sim-world partitions, and a pause or crash of the store node is one too. Inside, the node
+keeps copies of the tables — the replicas the design hands it, each an in-memory store
+with the design's statements (``read``, ``insert``, ``update``... as CassieQ's
+``MemoryStore``) — and models what a Cassandra client's correctness and speed depend on:
 
 - **Latency.** A plain read or write costs its network round trip; a lightweight
   transaction (IF NOT EXISTS, IF col = value) is a Paxos round: ``lwt_round_trips`` round
@@ -25,14 +26,14 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from lab.backends.cassieq.core.memory_store import MemoryStore
-from lab.backends.cassieq.core.store import SCHEMA, Condition, Consistency, Row, StoreError
 from lab.runtime import CallTimeout, RemoteError, Runtime, Unreachable
 
 if TYPE_CHECKING:
     from models.world import SimRuntime
 
-STRONG = (Consistency.QUORUM, Consistency.LOCAL_QUORUM, Consistency.SERIAL, Consistency.LOCAL_SERIAL)
+#: read levels that see every acknowledged write (by their names: any enum of levels will do)
+STRONG = frozenset({"QUORUM", "LOCAL_QUORUM", "SERIAL", "LOCAL_SERIAL"})
+Row = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -69,10 +70,17 @@ _WRITES = {"insert", "update", "delete", "delete_partition", "add"}
 class SimCassandraNode:
     """The store node's request handler (``rt.net.serve(node.handle)``)."""
 
-    def __init__(self, rt: "SimRuntime", model: CassandraModel | None = None):
+    def __init__(self, rt: "SimRuntime", model: CassandraModel, replicas: Sequence[Any],
+                 keys: Mapping[str, Sequence[str]]):
+        """``replicas``: ``model.replicas`` table stores, the same ones at every restart
+        (Cassandra's commit log makes every acknowledged write durable); ``keys``: each
+        table's key columns (partition, then clustering)."""
+        if len(replicas) != model.replicas:
+            raise ValueError(f"{len(replicas)} replicas given for a model of {model.replicas}")
         self.rt = rt
-        self.model = model or CassandraModel()
-        self.replicas = [MemoryStore() for _ in range(self.model.replicas)]
+        self.model = model
+        self.replicas = list(replicas)
+        self.keys = keys
         self.late = self.ghosts = 0  # delayed writes so far, for tests and reports
 
     async def handle(self, source: str, request: tuple) -> Any:
@@ -93,7 +101,7 @@ class SimCassandraNode:
             result = await getattr(self.replicas[0], op)(table, *args, **kw)
             await self._replicate(op, table, args)
             return result
-        consistency = kw.get("consistency", Consistency.LOCAL_QUORUM)
+        consistency = getattr(kw.get("consistency"), "name", "LOCAL_QUORUM")
         replica = self.replicas[0] if consistency in STRONG or len(self.replicas) == 1 else \
             self.replicas[rt.random.randrange(len(self.replicas))]
         return await getattr(replica, op)(table, *args, **kw)
@@ -111,18 +119,17 @@ class SimCassandraNode:
                 lag = self.rt.random.expovariate(1.0 / self.model.replica_lag_ms) / 1000
                 self.rt.spawn(self._later(lag, replica, op, table, args), name="replica lag")
 
-    async def _later(self, lag: float, replica: MemoryStore, op: str, table: str, args: tuple) -> None:
+    async def _later(self, lag: float, replica: Any, op: str, table: str, args: tuple) -> None:
         await self.rt.sleep(lag)
         await self._copy(replica, op, table, args)
 
-    async def _copy(self, replica: MemoryStore, op: str, table: str, args: tuple) -> None:
+    async def _copy(self, replica: Any, op: str, table: str, args: tuple) -> None:
         """The state replica 0 has now, for the rows ``op`` touched."""
         source = self.replicas[0]
         if op == "delete_partition":
             await replica.delete_partition(table, args[0])
             return
-        spec = SCHEMA[table]
-        key = {k: args[0][k] for k in spec.key}  # the row (insert) or the key (the others)
+        key = {k: args[0][k] for k in self.keys[table]}  # from the row (insert) or the key (the others)
         row = await source.read(table, key)
         if row is None:
             await replica.delete(table, key)
@@ -135,40 +142,39 @@ class SimCassandraNode:
 
 
 class SimCassandraStore:
-    """The store port on an API node: every statement a call to the store node; no answer
-    in ``timeout`` seconds (a partition, a pause, a ghost write) is a ``StoreError``, whose
-    write may or may not have applied (a Cassandra WriteTimeout)."""
+    """The store on a client node: every statement a call to the store node; no answer in
+    ``timeout`` seconds (a partition, a pause, a ghost write) raises ``unavailable`` (the
+    design's error for a store it cannot reach), whose write may or may not have applied (a
+    Cassandra WriteTimeout)."""
 
-    def __init__(self, rt: Runtime, node: str, timeout: float = 2.0):
-        self.rt, self.node, self.timeout = rt, node, timeout
+    def __init__(self, rt: Runtime, node: str, unavailable: type[Exception], timeout: float = 2.0):
+        self.rt, self.node, self.unavailable, self.timeout = rt, node, unavailable, timeout
 
     async def _call(self, op: str, table: str, *args: Any, **kw: Any) -> Any:
         try:
             return await self.rt.net.call(self.node, (op, table, args, kw), self.timeout)
         except (CallTimeout, Unreachable) as e:
-            raise StoreError(f"{op} {table}: {e}") from None
+            raise self.unavailable(f"{op} {table}: {e}") from None
         except RemoteError as e:
             raise e.error from None  # a bad statement: the caller's bug, raised as it was
 
-    async def read(self, table: str, key: Mapping[str, Any], *,
-                   consistency: Consistency = Consistency.LOCAL_QUORUM) -> Row | None:
-        return await self._call("read", table, dict(key), consistency=consistency)
+    async def read(self, table: str, key: Mapping[str, Any], *, consistency: Any = None) -> Row | None:
+        return await self._call("read", table, dict(key), **_level(consistency))
 
-    async def read_partition(self, table: str, partition: Mapping[str, Any], *,
-                             consistency: Consistency = Consistency.LOCAL_QUORUM) -> list[Row]:
-        return await self._call("read_partition", table, dict(partition), consistency=consistency)
+    async def read_partition(self, table: str, partition: Mapping[str, Any], *, consistency: Any = None) -> list[Row]:
+        return await self._call("read_partition", table, dict(partition), **_level(consistency))
 
-    async def read_all(self, table: str, *, consistency: Consistency = Consistency.LOCAL_QUORUM) -> list[Row]:
-        return await self._call("read_all", table, consistency=consistency)
+    async def read_all(self, table: str, *, consistency: Any = None) -> list[Row]:
+        return await self._call("read_all", table, **_level(consistency))
 
     async def insert(self, table: str, row: Mapping[str, Any], *, if_not_exists: bool = False) -> bool:
         return await self._call("insert", table, dict(row), if_not_exists=if_not_exists)
 
     async def update(self, table: str, key: Mapping[str, Any], values: Mapping[str, Any], *,
-                     conditions: Sequence[Condition] = ()) -> bool:
+                     conditions: Sequence[Any] = ()) -> bool:
         return await self._call("update", table, dict(key), dict(values), conditions=tuple(conditions))
 
-    async def delete(self, table: str, key: Mapping[str, Any], *, conditions: Sequence[Condition] = ()) -> bool:
+    async def delete(self, table: str, key: Mapping[str, Any], *, conditions: Sequence[Any] = ()) -> bool:
         return await self._call("delete", table, dict(key), conditions=tuple(conditions))
 
     async def delete_partition(self, table: str, partition: Mapping[str, Any]) -> None:
@@ -181,4 +187,6 @@ class SimCassandraStore:
         pass
 
 
-__all__ = ["CassandraModel", "SimCassandraNode", "SimCassandraStore"]
+def _level(consistency: Any) -> dict[str, Any]:
+    """The read level, passed on only when given (the replicas' stores have their default)."""
+    return {} if consistency is None else {"consistency": consistency}

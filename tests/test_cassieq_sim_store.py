@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from lab.backends.cassieq.core.store import Condition, Consistency, StoreError
+from lab.backends.cassieq.core.memory_store import MemoryStore
+from lab.backends.cassieq.core.store import SCHEMA, Condition, Consistency, StoreError
 from models.cassandra import CassandraModel, SimCassandraNode, SimCassandraStore
 from models.world import SimWorld
 
@@ -19,18 +20,22 @@ def message(monoton: int, **values):
             "next_visible_on": 0, "delivery_count": 0, "tag": "t", **values}
 
 
+KEYS = {t.name: t.key for t in SCHEMA.values()}
+
+
 def in_sim(body, model: CassandraModel | None = None, seed: int = 3):
     world = SimWorld(seed=seed)
+    model = model or CassandraModel()
     nodes: list[SimCassandraNode] = []
 
     async def boot(rt):
-        nodes.append(SimCassandraNode(rt, model))
+        nodes.append(SimCassandraNode(rt, model, [MemoryStore() for _ in range(model.replicas)], KEYS))
         await rt.net.serve(nodes[0].handle)
 
     async def main(control):
         await world.start("cassandra", boot)
         api = world.node("api-0")
-        return await body(api, SimCassandraStore(api, "cassandra", timeout=1.0), world, nodes[0])
+        return await body(api, SimCassandraStore(api, "cassandra", StoreError, timeout=1.0), world, nodes[0])
 
     return world.run(main)
 

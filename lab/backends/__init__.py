@@ -51,6 +51,7 @@ REGISTRY: dict[str, Registration] = {
     "ideal": Registration("lab.backends.ideal", "IdealBackend", "#7f7f7f"),
     "kestrel": Registration("lab.backends.kestrel", "KestrelBackend", "#1f77b4"),
     "queuefka": Registration("lab.backends.queuefka", "QueuefkaBackend", "#d62728"),
+    "cassieq": Registration("lab.backends.cassieq", "CassieqBackend", "#2ca02c"),
 }
 
 #: The control row: an in-memory FIFO, the floor every design is compared with.
@@ -119,13 +120,14 @@ class Backend(ABC):
         if world.kind not in self.worlds:
             raise UnknownBackend(f"backend {self.name!r} does not run in the {world.kind} world")
         self.world = world
-        self.options = self.check_options(options)
+        self.options = self.check_options(options, world.kind)
 
     @classmethod
-    def check_options(cls, options: Mapping[str, Any] | None) -> dict[str, Any]:
-        """``options`` parsed, with defaults filled in; BadOption names the first key this
-        design lacks or the first value it cannot take, and what it allows."""
-        return check(cls.name, cls.options_declared, options)
+    def check_options(cls, options: Mapping[str, Any] | None, world: str | None = None) -> dict[str, Any]:
+        """``options`` parsed, with defaults filled in (``world``'s own, where an option has
+        one); BadOption names the first key this design lacks or the first value it cannot
+        take (in ``world``), and what it allows."""
+        return check(cls.name, cls.options_declared, options, world)
 
     @classmethod
     def promises(cls, options: Mapping[str, Any], reliable: bool) -> Promises:

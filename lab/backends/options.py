@@ -29,10 +29,17 @@ class Option:
     default: Any = None
     #: the default for people, where the design applies its own (None: ``default`` says it)
     default_text: str | None = None
+    #: a default per world, where the worlds differ in what they can give (the sim world
+    #: simulates a Cassandra; the live world has a SQLite file): ``{"sim": ..., "live": ...}``
+    world_defaults: Mapping[str, Any] | None = None
+    #: the one world a parsed value works in (None: any), e.g. the simulated Cassandra: "sim"
+    only_in: Callable[[Any], str | None] | None = None
 
     def describe(self) -> str:
         """One line for ``lab backends``: what it does, what it takes, its default."""
         default = self.default_text or self.default
+        if default is None and self.world_defaults:
+            default = ", ".join(f"{value} in the {world} world" for world, value in self.world_defaults.items())
         return f"{self.help}: {self.allowed}" + ("" if default is None else f" (default {default})")
 
 
@@ -69,21 +76,30 @@ def choice(*values: str) -> Callable[[Any], str]:
     return parse
 
 
-def check(owner: str, declared: Iterable[Option], given: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``given`` parsed against ``declared``, with defaults filled in; BadOption names the first
-    unknown key or value that is not allowed."""
+def check(owner: str, declared: Iterable[Option], given: Mapping[str, Any] | None,
+          world: str | None = None) -> dict[str, Any]:
+    """``given`` parsed against ``declared``, with defaults filled in (a world's own where an
+    option has one and ``world`` is given); BadOption names the first unknown key, value
+    that is not allowed, or value that does not work in ``world``."""
     by_name = {option.name: option for option in declared}
     given = dict(given or {})
     for key in given:
         if key not in by_name:
             raise BadOption(f"backend {owner!r} has no option {key!r} (it has: {', '.join(sorted(by_name))})")
     result = {name: option.default for name, option in by_name.items() if option.default is not None}
+    for name, option in by_name.items():
+        if world is not None and option.world_defaults and world in option.world_defaults:
+            result[name] = option.world_defaults[world]
     for key, value in given.items():
         option = by_name[key]
         try:
             result[key] = option.parse(value)
         except (TypeError, ValueError):
             raise BadOption(f"backend {owner!r}: option {key}={value!r}: must be {option.allowed}") from None
+        home = option.only_in(result[key]) if option.only_in else None
+        if world is not None and home is not None and home != world:
+            raise BadOption(f"backend {owner!r}: option {key}={value!r} works in the {home} world only, "
+                            f"not the {world} world")
     return result
 
 

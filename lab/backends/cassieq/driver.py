@@ -1,0 +1,230 @@
+"""CassieQ in the runner: API nodes over one store, and a client of the queue API that is
+the same code in both worlds.
+
+Nodes: ``api_nodes`` API nodes (default 2, as the original is deployed behind a load
+balancer), each booting ``lab.backends.cassieq.node``; and, when the store is the
+simulated Cassandra (the sim world's default), the store node ``cassandra`` they reach
+over the simulated network, so a net-split between an API node and the store is an
+ordinary partition. Live, each API node is a ``lab serve cassieq`` process, all over one
+SQLite file beside their data dirs (or a PostgreSQL server, ``store=postgresql://…``).
+
+A client speaks HTTP/1.1 (``lab.wire.http``) over the world's connections, picking an API
+node at random for every request, with the account's key (``Authorization: Key``). It
+sets itself up as a user would: the admin API gives the account's keys (creating the
+account ``lab`` if there is none), and a queue is created on first use. A get leases a
+message for ``invisibility`` seconds and an ack deletes it with the pop receipt
+(reliable acks: at-least-once); with auto acks the client acks at once after the get.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping
+from urllib.parse import quote
+
+from lab.backends import Backend, Delivery, QueueClient, Rejected
+from lab.backends.options import TIMEOUT, Option, number, whole
+from lab.runtime import Boot, Connection, Runtime
+from lab.verdict import ANY_FAULT, AT_LEAST_ONCE, NO_ORDER, Allowance, Promises
+from lab.wire.http import HttpReply, ResponseReader, encode_request
+
+ACCOUNT = "lab"
+STORE_NODE = "cassandra"
+
+
+def _store(value: Any) -> str:
+    text = str(value)
+    if text in ("cassandra", "sqlite") or text.startswith(("postgresql://", "postgres://")):
+        return text
+    raise ValueError(text)
+
+
+def _store_world(value: str) -> str | None:
+    return "sim" if value == "cassandra" else "live"
+
+
+class CassieqClient(QueueClient):
+    """A user of the queue API: one connection per API node, a node picked at random per request."""
+
+    def __init__(self, rt: Runtime, api: list[Connection], admin: Connection, reliable: bool, timeout: float,
+                 invisibility: int, bucket_size: int):
+        self.rt, self.api, self.admin = rt, api, admin
+        self.reliable, self.timeout = reliable, timeout
+        self.invisibility, self.bucket_size = invisibility, bucket_size
+        self.key: str | None = None
+        self.queues: set[str] = set()
+
+    async def _send(self, conn: Connection, method: str, target: str, body: bytes = b"",
+                    headers: tuple[tuple[str, str], ...] = (), timeout: float | None = None) -> HttpReply:
+        request = encode_request(method, target, "cassieq", body, headers)
+        return await conn.exchange(request, ResponseReader(method), timeout or self.timeout)
+
+    async def _account_key(self) -> str:
+        if self.key is None:
+            reply = await self._send(self.admin, "GET", f"/admin/api/v1/accounts/{ACCOUNT}")
+            if reply.status == 404:
+                reply = await self._send(self.admin, "POST", "/admin/api/v1/accounts", json.dumps(ACCOUNT).encode(),
+                                         (("content-type", "application/json"),))
+                if reply.status == 409:  # another client made it first
+                    reply = await self._send(self.admin, "GET", f"/admin/api/v1/accounts/{ACCOUNT}")
+            _ok(reply, "the admin API")
+            self.key = json.loads(reply.body)["keys"]["primary"]
+        return self.key
+
+    async def _api(self, method: str, path: str, body: bytes = b"", timeout: float | None = None,
+                   content_type: str = "text/plain") -> HttpReply:
+        key = await self._account_key()
+        conn = self.api[self.rt.random.randrange(len(self.api))]
+        headers = (("authorization", f"Key {key}"), ("content-type", content_type))
+        return await self._send(conn, method, f"/api/v1/accounts/{ACCOUNT}/queues{path}", body, headers, timeout)
+
+    async def _queue(self, queue: str) -> str:
+        """The queue's path, created on first use."""
+        path = "/" + quote(queue, safe="")
+        if queue not in self.queues:
+            options = {"queueName": queue, "bucketSize": self.bucket_size}
+            _ok(await self._api("POST", "", json.dumps(options).encode(), content_type="application/json"),
+                f"create {queue}")
+            self.queues.add(queue)
+        return path
+
+    async def put(self, queue: str, body: bytes) -> None:
+        path = await self._queue(queue)
+        _ok(await self._api("POST", f"{path}/messages", body), f"put {queue}")
+
+    async def get(self, queue: str, wait: float) -> Delivery | None:
+        """CassieQ has no long polling: one GET, and None at once when nothing is available."""
+        path = await self._queue(queue)
+        reply = await self._api("GET", f"{path}/messages/next?invisibilityTimeSeconds={self.invisibility}")
+        if reply.status == 204:
+            if wait > 0:
+                await self.rt.sleep(min(wait, 0.01))  # a client's poll interval, not a busy loop
+            return None
+        got = json.loads(_ok(reply, f"get {queue}").body)
+        delivery = Delivery(queue, got["message"].encode(), got["popReceipt"])
+        if not self.reliable:
+            await self.ack(delivery)
+            return Delivery(queue, delivery.body, None)
+        return delivery
+
+    async def ack(self, delivery: Delivery) -> None:
+        path = "/" + quote(delivery.queue, safe="")
+        _ok(await self._api("DELETE", f"{path}/messages?popReceipt={quote(delivery.token, safe='')}"),
+            f"ack {delivery.queue}")
+
+    async def release(self, delivery: Delivery) -> None:
+        """A nack: update to 0 s, visible again at once."""
+        path = "/" + quote(delivery.queue, safe="")
+        body = json.dumps({"newInvisibilitySeconds": 0}).encode()
+        _ok(await self._api("PUT", f"{path}/messages?popReceipt={quote(delivery.token, safe='')}", body,
+                            content_type="application/json"), f"release {delivery.queue}")
+
+    async def close(self) -> None:
+        for conn in self.api + [self.admin]:
+            await conn.close()
+
+
+def _ok(reply: HttpReply, what: str) -> HttpReply:
+    """The reply if 2xx; a 4xx is a definite refusal, a 5xx (503: the store is away) unknown."""
+    if 200 <= reply.status < 300:
+        return reply
+    text = reply.body[:200].decode(errors="replace")
+    if 400 <= reply.status < 500:
+        raise Rejected(f"{what}: {reply.status} {text}")
+    raise RuntimeError(f"{what}: HTTP {reply.status} {text}")  # outcome unknown
+
+
+class CassieqBackend(Backend):
+    name = "cassieq"
+    summary = ("HTTP queue on a Cassandra-style store: monotons, buckets and pointers by compare-and-set, "
+               "leases with pop receipts, a repair worker; several API nodes")
+
+    @classmethod
+    def promises(cls, options: Mapping[str, Any], reliable: bool) -> Promises:
+        """At-least-once with reliable acks ("you may get a message more than once"); order is
+        best effort (late writes are republished at the tail, expired leases interleave); with
+        auto acks a get whose reply is cut, or an ack that fails, may lose a message."""
+        allowances = [Allowance("duplicated", (ANY_FAULT,), "a lease that expires, or a republish racing a read")]
+        if not reliable:
+            allowances.append(Allowance("lost", (ANY_FAULT,), "auto acks: a leased message whose ack is cut"))
+        return Promises(f"cassieq on {options.get('store', 'its store')}, {'reliable' if reliable else 'auto'} acks",
+                        AT_LEAST_ONCE, NO_ORDER, tuple(allowances))
+
+    options_declared = (
+        TIMEOUT,
+        Option("store", "the store the API nodes share",
+               "cassandra (the simulated Cassandra: sim world), sqlite (a file: live world) or postgresql://…",
+               _store, world_defaults={"sim": "cassandra", "live": "sqlite"}, only_in=_store_world),
+        Option("api_nodes", "API nodes over the store (clients pick one at random per request)",
+               "a whole number >= 1", whole(1), 2),
+        Option("invisibility", "seconds a get leases a message for", "a whole number of seconds >= 1", whole(1), 30),
+        Option("bucket_size", "messages per bucket", "a whole number >= 1", whole(1), 20),
+        Option("repair_refresh", "seconds between a node's looks for queues to repair",
+               "a number of seconds > 0", number(0.0), 5.0),
+        Option("cassandra_replicas", "sim: replicas of the simulated Cassandra", "a whole number >= 1", whole(1), 3),
+        Option("cassandra_replica_lag_ms", "sim: mean lag of the replicas outside the quorum",
+               "a number of milliseconds >= 0", number(0.0, inclusive=True), 0.0),
+        Option("cassandra_late_write_p", "sim: probability that a message write lands late",
+               "a probability from 0 to 1", number(0.0, inclusive=True), 0.0),
+        Option("cassandra_late_write_s", "sim: how late a late message write lands",
+               "a number of seconds >= 0", number(0.0, inclusive=True), 20.0),
+        Option("cassandra_ghost_write_p", "sim: probability that a message write never lands (a ghost monoton)",
+               "a probability from 0 to 1", number(0.0, inclusive=True), 0.0),
+    )
+
+    def __init__(self, world, options=None):
+        super().__init__(world, options)
+        self.store = self.options["store"]
+        self.api = [f"api-{i}" for i in range(self.options["api_nodes"])]
+        self._tables: list = []  # the simulated Cassandra's replicas: they outlive its restarts
+
+    @property
+    def server_nodes(self) -> list[str]:
+        return ([STORE_NODE] if self.store == "cassandra" else []) + self.api
+
+    def boot(self, node: str) -> Boot:
+        options, store_url = self.options, self.store
+
+        if node == STORE_NODE:
+            async def boot_store(rt: Runtime) -> None:
+                from lab.backends.cassieq.core.memory_store import MemoryStore
+                from lab.backends.cassieq.core.store import SCHEMA
+                from models.cassandra import CassandraModel, SimCassandraNode  # the sim world's store node
+
+                model = CassandraModel(**{name: options[f"cassandra_{name}"] for name in
+                                          ("replicas", "replica_lag_ms", "late_write_p", "late_write_s",
+                                           "ghost_write_p")})
+                if not self._tables:
+                    self._tables = [MemoryStore() for _ in range(model.replicas)]
+                node = SimCassandraNode(rt, model, self._tables, {t.name: t.key for t in SCHEMA.values()})
+                await rt.net.serve(node.handle)
+
+            return boot_store
+
+        index = self.api.index(node)
+
+        async def boot_api(rt: Runtime) -> None:
+            from lab.backends.cassieq.node import boot_cassieq
+
+            if store_url == "cassandra":
+                from lab.backends.cassieq.core.store import StoreError
+                from models.cassandra import SimCassandraStore
+
+                store = SimCassandraStore(rt, STORE_NODE, StoreError, timeout=options["timeout"])
+            else:
+                from lab.backends.cassieq.stores import open_store
+
+                store = open_store(store_url)
+            await boot_cassieq(rt, store, index=index, count=len(self.api), repair_refresh=options["repair_refresh"])
+
+        return boot_api
+
+    def serve_args(self, node: str, data_dir: Path) -> list[str]:
+        store = f"sqlite:///{data_dir.parent / 'cassieq.db'}" if self.store == "sqlite" else self.store
+        return ["--store", store, "--node-index", str(self.api.index(node)), "--nodes", str(len(self.api)),
+                "--repair-refresh", repr(self.options["repair_refresh"])]
+
+    def client(self, rt: Runtime, reliable: bool) -> QueueClient:
+        return CassieqClient(rt, [rt.net.connect(node, "http") for node in self.api], rt.net.connect(self.api[0], "admin"),
+                             reliable, self.options["timeout"], self.options["invisibility"], self.options["bucket_size"])
