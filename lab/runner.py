@@ -43,7 +43,8 @@ from lab.workload import Workload, WorkloadError
 
 POLL_WAIT = 0.1  # seconds a consumer's get waits for a message
 RETRY_PAUSE = 0.01  # seconds a client backs off after a failed operation
-DRAIN_LIMIT = 30.0  # seconds the final drain may take before the run gives up on it
+DRAIN_STALL = 30.0  # seconds the final drain goes on without a delivery before it gives up
+DRAIN_CAP = 600.0  # seconds the final drain may take at most, deliveries or not
 PROGRESS_STEP = 0.25  # seconds (of the world's clock) between progress updates
 
 
@@ -78,6 +79,8 @@ class _State:
         self.puts = 0
         self.enqueued = 0  # puts that returned ok
         self.delivered = 0  # gets that returned a message
+        self.last_delivery = t0  # when a consumer last got a message
+        self.drain_gave_up = False
 
 
 WORLDS = ("sim", "live")
@@ -210,7 +213,8 @@ async def _main(control: Runtime, world: World, backend: Backend, workload: Work
         client = backend.client(rt, reliable)
         # Consumer i reads queues i, i+C, ...; with more consumers than queues, they share.
         mine = queues[i::workload.consumers] or [queues[i % len(queues)]]
-        consumers.append(rt.spawn(_consume(rt, client, name, mine, reliable, recorder, state), name=name))
+        consumers.append(rt.spawn(_consume(rt, client, name, mine, reliable, recorder, state,
+                                           round(backend.drain_quiet * 1e9)), name=name))
 
     bar = _Progress(workload, world.kind, progress) if progress else None
     ticker = control.spawn(_tick(control, bar, state)) if bar is not None else None
@@ -225,6 +229,9 @@ async def _main(control: Runtime, world: World, backend: Backend, workload: Work
     phase_bounds += [state.warmup_end, control.now_ns()]  # the phases are set from these and the fault rows
     for task in consumers:
         await task
+    if state.drain_gave_up:
+        warnings.append(f"the drain gave up ({DRAIN_STALL:g} s without a delivery, or {DRAIN_CAP:g} s in all) "
+                        "before every queue was empty: what was not delivered counts as lost")
     if ticker is not None:
         ticker.cancel()
         bar.close(state, control.now_ns())
@@ -273,9 +280,12 @@ async def _produce(rt: Runtime, client: QueueClient, name: str, queue: str, size
 
 
 async def _consume(rt: Runtime, client: QueueClient, name: str, queues: list[str], reliable: bool,
-                   recorder: Recorder, state: _State) -> None:
-    empty_in_drain: set[str] = set()
-    drain_deadline: int | None = None
+                   recorder: Recorder, state: _State, quiet_ns: int = 0) -> None:
+    """Get (and ack) until the drain finds every queue empty — and still empty ``quiet_ns``
+    later, for designs whose leased messages come back only when a lease runs out — or
+    gives up: no delivery for ``DRAIN_STALL`` seconds, or ``DRAIN_CAP`` in all."""
+    empty_since: dict[str, int] = {}  # queue -> when the drain first found it empty, since its last message
+    drain_start: int | None = None
     turn = 0
     while True:
         queue = queues[turn % len(queues)]
@@ -283,8 +293,9 @@ async def _consume(rt: Runtime, client: QueueClient, name: str, queues: list[str
         draining = state.draining
         if draining:
             now = rt.now_ns()
-            drain_deadline = drain_deadline or now + round(DRAIN_LIMIT * 1e9)
-            if now >= drain_deadline:
+            drain_start = drain_start or now
+            if now - max(drain_start, state.last_delivery) >= DRAIN_STALL * 1e9 or now - drain_start >= DRAIN_CAP * 1e9:
+                state.drain_gave_up = True
                 break
         delivery = None
         with recorder.measure(rt.now_ns, rt.node, name, "get", queue) as get:
@@ -298,12 +309,14 @@ async def _consume(rt: Runtime, client: QueueClient, name: str, queues: list[str
             if get.error != "empty":
                 await rt.sleep(RETRY_PAUSE)  # the get failed: back off
             elif draining:
-                empty_in_drain.add(queue)
-                if len(empty_in_drain) == len(queues):
+                now = rt.now_ns()
+                empty_since.setdefault(queue, now)
+                if len(empty_since) == len(queues) and all(now - t >= quiet_ns for t in empty_since.values()):
                     break
             continue
-        empty_in_drain.discard(queue)
+        empty_since.pop(queue, None)
         state.delivered += 1
+        state.last_delivery = rt.now_ns()
         if reliable:
             with recorder.measure(rt.now_ns, rt.node, name, "ack", delivery.queue, get.msg_id):
                 await client.ack(delivery)

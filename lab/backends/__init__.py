@@ -116,6 +116,13 @@ class Backend(ABC):
     #: the options this design takes (``lab run --option KEY=VALUE``), typed and ranged
     options_declared: ClassVar[tuple[Option, ...]] = (TIMEOUT,)
 
+    @property
+    def drain_quiet(self) -> float:
+        """Seconds a queue must stay empty at the end of a run before it counts as drained: 0
+        for designs that hand a message out again at once, a lease for those whose leased
+        message (its reply cut by a fault) comes back only when the lease runs out."""
+        return 0.0
+
     def __init__(self, world: World, options: Mapping[str, Any] | None = None):
         if world.kind not in self.worlds:
             raise UnknownBackend(f"backend {self.name!r} does not run in the {world.kind} world")
