@@ -83,13 +83,19 @@ def split_row(table: Table, row: Mapping[str, Any]) -> tuple[dict[str, Any], dic
     return key, values
 
 
+_IMMUTABLE = (str, int, bool, float, type(None))
+
+
 def copy_value(value: Any) -> Any:
     # maps are the only mutable values: copy them so no caller aliases stored state
+    # (the type test first: isinstance against the Mapping ABC is slow, and this runs per cell)
+    if type(value) in _IMMUTABLE:
+        return value
     return dict(value) if isinstance(value, Mapping) else value
 
 
 def copy_row(row: Mapping[str, Any]) -> Row:
-    return {column: copy_value(value) for column, value in row.items()}
+    return {column: value if type(value) in _IMMUTABLE else copy_value(value) for column, value in row.items()}
 
 
 class _Partition:
