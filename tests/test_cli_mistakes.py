@@ -54,11 +54,26 @@ def wrote_no_run(results) -> bool:
     ("kestrel", "syncJournal=abc", "never, always, or a period"),
     ("kestrel", "maxOpenTransactions=0", "a whole number >= 1"),
     ("kestrel", "maxItems=1.5", "a whole number >= 1"),
+    ("cassieq", "store=mongodb://x", "cassandra (the simulated Cassandra: sim world), sqlite"),
+    ("cassieq", "cassandra_ghost_write_p=2", "a probability from 0 to 1"),
+    ("cassieq", "api_nodes=0", "a whole number >= 1"),
 ])
 def test_a_bad_option_is_a_usage_error_not_a_verdict(capsys, results, small, backend, option, allowed):
     key = option.partition("=")[0]
     err = refused(capsys, "run", small, "--backend", backend, "--option", option)
     assert f"backend {backend!r}: option {key}=" in err and allowed in err
+    assert wrote_no_run(results)
+
+
+@pytest.mark.parametrize("world, option", [
+    ("live", "store=cassandra"),  # the simulated Cassandra exists in the sim world only
+    ("live", "cassandra_late_write_p=0.5"),
+    ("sim", "store=sqlite"),
+])
+def test_an_option_for_the_other_world_is_a_usage_error(capsys, results, small, world, option):
+    err = refused(capsys, "run", small, "--backend", "cassieq", "--world", world, "--option", option)
+    other = "sim" if world == "live" else "live"
+    assert f"works in the {other} world only, not the {world} world" in err
     assert wrote_no_run(results)
 
 

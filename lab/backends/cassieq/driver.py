@@ -19,6 +19,8 @@ message for ``invisibility`` seconds and an ack deletes it with the pop receipt
 from __future__ import annotations
 
 import json
+import logging
+from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import quote
@@ -32,6 +34,8 @@ from lab.wire.http import HttpReply, ResponseReader, encode_request
 ACCOUNT = "lab"
 STORE_NODE = "cassandra"
 
+log = logging.getLogger(__name__)
+
 
 def _store(value: Any) -> str:
     text = str(value)
@@ -42,6 +46,17 @@ def _store(value: Any) -> str:
 
 def _store_world(value: str) -> str | None:
     return "sim" if value == "cassandra" else "live"
+
+
+def _sim(_: Any) -> str:
+    return "sim"  # a parameter of the simulated Cassandra
+
+
+def _probability(value: Any) -> float:
+    p = number(0.0, inclusive=True)(value)
+    if p > 1:
+        raise ValueError("above 1")
+    return p
 
 
 class CassieqClient(QueueClient):
@@ -163,15 +178,16 @@ class CassieqBackend(Backend):
         Option("bucket_size", "messages per bucket", "a whole number >= 1", whole(1), 20),
         Option("repair_refresh", "seconds between a node's looks for queues to repair",
                "a number of seconds > 0", number(0.0), 5.0),
-        Option("cassandra_replicas", "sim: replicas of the simulated Cassandra", "a whole number >= 1", whole(1), 3),
+        Option("cassandra_replicas", "sim: replicas of the simulated Cassandra", "a whole number >= 1", whole(1), 3,
+               only_in=_sim),
         Option("cassandra_replica_lag_ms", "sim: mean lag of the replicas outside the quorum",
-               "a number of milliseconds >= 0", number(0.0, inclusive=True), 0.0),
+               "a number of milliseconds >= 0", number(0.0, inclusive=True), 0.0, only_in=_sim),
         Option("cassandra_late_write_p", "sim: probability that a message write lands late",
-               "a probability from 0 to 1", number(0.0, inclusive=True), 0.0),
+               "a probability from 0 to 1", _probability, 0.0, only_in=_sim),
         Option("cassandra_late_write_s", "sim: how late a late message write lands",
-               "a number of seconds >= 0", number(0.0, inclusive=True), 20.0),
+               "a number of seconds >= 0", number(0.0, inclusive=True), 20.0, only_in=_sim),
         Option("cassandra_ghost_write_p", "sim: probability that a message write never lands (a ghost monoton)",
-               "a probability from 0 to 1", number(0.0, inclusive=True), 0.0),
+               "a probability from 0 to 1", _probability, 0.0, only_in=_sim),
     )
 
     def __init__(self, world, options=None):
@@ -179,6 +195,9 @@ class CassieqBackend(Backend):
         self.store = self.options["store"]
         self.api = [f"api-{i}" for i in range(self.options["api_nodes"])]
         self._tables: list = []  # the simulated Cassandra's replicas: they outlive its restarts
+        # what this process booted (sim): their counters are the run's repair and store metrics
+        self._booted: list = []  # CassieqNode, one per boot of an API node
+        self._store_nodes: list = []  # SimCassandraNode, one per boot of the store node
 
     @property
     def server_nodes(self) -> list[str]:
@@ -204,6 +223,7 @@ class CassieqBackend(Backend):
                 if not self._tables:
                     self._tables = [MemoryStore() for _ in range(model.replicas)]
                 node = SimCassandraNode(rt, model, self._tables, {t.name: t.key for t in SCHEMA.values()})
+                self._store_nodes.append(node)
                 await rt.net.serve(node.handle)
 
             return boot_store
@@ -222,7 +242,8 @@ class CassieqBackend(Backend):
                 from lab.backends.cassieq.stores import open_store
 
                 store = open_store(store_url)
-            await boot_cassieq(rt, store, index=index, count=len(self.api), repair_refresh=options["repair_refresh"])
+            self._booted.append(await boot_cassieq(rt, store, index=index, count=len(self.api),
+                                                   repair_refresh=options["repair_refresh"]))
 
         return boot_api
 
@@ -230,6 +251,25 @@ class CassieqBackend(Backend):
         store = f"sqlite:///{data_dir.parent / 'cassieq.db'}" if self.store == "sqlite" else self.store
         return ["--store", store, "--node-index", str(self.api.index(node)), "--nodes", str(len(self.api)),
                 "--repair-refresh", repr(self.options["repair_refresh"])]
+
+    def repair_counts(self) -> dict[str, int]:
+        """What the repair workers booted in this process did (the original's
+        ``repair.<q>.republish``, ``dangling-detected`` and finalized buckets), summed over
+        nodes and restarts; empty when the API nodes are processes (live)."""
+        counts: Counter[str] = Counter()
+        for booted in self._booted:
+            for worker, _ in booted.repair.workers.values():
+                counts.update(republished=worker.republished, finalized=worker.finalized, dangling=worker.dangling)
+        return dict(counts)
+
+    def store_counts(self) -> dict[str, int]:
+        """The simulated Cassandra's delayed message writes: late ones and ghosts (sim)."""
+        return {"late": sum(n.late for n in self._store_nodes), "ghosts": sum(n.ghosts for n in self._store_nodes)}
+
+    async def stop(self) -> None:
+        if self._booted or self._store_nodes:  # the run's log says what the repair and the store did
+            log.info("cassieq repair workers: %s; simulated Cassandra: %s", self.repair_counts(), self.store_counts())
+        await super().stop()
 
     def client(self, rt: Runtime, reliable: bool) -> QueueClient:
         return CassieqClient(rt, [rt.net.connect(node, "http") for node in self.api], rt.net.connect(self.api[0], "admin"),
