@@ -4,22 +4,26 @@ authentication: bind it to loopback (``lab serve cassieq --admin-port``).
 
 A deletion of an account also deletes its queues, as the original does (there in a
 background pool whose errors were swallowed; here before the reply, each failure logged).
+
+A name in the path that breaks the names rule is a 400, as the original's parameter
+validation answers (spec §1), before any lookup; a bad name in a JSON body is a 422. No
+client input is a 500: the permissions' times must be ISO text inside the calendar, and a
+debug bucket number a 64-bit one.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any, Awaitable, Callable
 
 from lab.backends.cassieq.core.accounts import AccountNotFound, Accounts
-from lab.backends.cassieq.core.auth import AuthorizationLevel, levels_of, parse_iso, sign_query
+from lab.backends.cassieq.core.auth import AuthorizationLevel, format_iso, levels_of, parse_iso, sign_query
 from lab.backends.cassieq.core.errors import CassieQError, Conflict, InvalidName, NotFound
 from lab.backends.cassieq.core.model import valid_name
 from lab.backends.cassieq.core.queue_data import QueueData
 from lab.backends.cassieq.core.queues import Queues
 from lab.backends.cassieq.core.store import CassStore, StoreError
-from lab.backends.cassieq.wire.api import entity, json_body, refusal
+from lab.backends.cassieq.wire.api import LONG_RANGE, WHOLE, entity, json_body, parse_json, refusal
 from lab.runtime import Runtime
 from lab.wire.http import Request, Response, Router
 
@@ -27,6 +31,8 @@ log = logging.getLogger(__name__)
 
 ADMIN = "/admin/api/v1"
 DEBUG = ADMIN + "/debug/accounts/{accountName}/queues"
+#: the path parameters that are names, and what the names rule calls them
+PATH_NAMES = {"accountName": "account name", "keyName": "key name", "queueName": "queue name"}
 
 
 class BadEntity(Exception):
@@ -35,8 +41,8 @@ class BadEntity(Exception):
 
 def _json(request: Request) -> Any:
     try:
-        return json.loads(request.body or b"null")
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        return parse_json(request.body)
+    except ValueError:
         raise BadEntity("the body must be JSON") from None
 
 
@@ -48,6 +54,12 @@ class AdminApi:
 
     def guarded(self, operation: str, handler: Callable[[Request], Awaitable[Response]]):
         async def run(request: Request) -> Response:
+            for param, what in PATH_NAMES.items():
+                if param in request.params:
+                    try:
+                        valid_name(request.params[param], what)
+                    except InvalidName as e:
+                        return entity(400, "Error", operation, str(e))
             try:
                 return await handler(request)
             except (BadEntity, InvalidName) as e:
@@ -117,12 +129,8 @@ class AdminApi:
             raise BadEntity("accountName and keyName are required strings")
         if not isinstance(levels, list) or not all(isinstance(level, str) for level in levels):
             raise BadEntity('levels must be a list of level names or short forms, e.g. ["r", "PutMessage"]')
-        try:
-            granted = levels_of(levels)
-            start = parse_iso(body["startTime"]) if body.get("startTime") else None
-            end = parse_iso(body["endTime"]) if body.get("endTime") else None
-        except (ValueError, KeyError) as e:
-            raise BadEntity(f"bad levels or times: {e}") from None
+        granted = levels_of(levels)
+        start, end = _time(body, "startTime"), _time(body, "endTime")
         queue = body.get("queueName")
         if queue is not None:
             queue = valid_name(queue, "queue name")
@@ -176,10 +184,25 @@ class AdminApi:
 
 
 def _whole(raw: str) -> int:
+    if not WHOLE.fullmatch(raw) or int(raw) not in LONG_RANGE:
+        raise BadEntity(f"bucket {raw[:40]!r}: use a 64-bit whole number or current")
+    return int(raw)
+
+
+def _time(body: dict[str, Any], field: str) -> int | None:
+    """A permission's start or end time (epoch ms), None when absent; ``BadEntity`` unless it
+    is ISO-8601 text whose instant the claim can be written with (``format_iso``)."""
+    text = body.get(field)
+    if text is None or text == "":
+        return None
+    if not isinstance(text, str):
+        raise BadEntity(f"{field} must be ISO-8601 text such as 2016-04-25T16:46:52Z, got {text!r}")
     try:
-        return int(raw)
-    except ValueError:
-        raise BadEntity(f"bucket {raw!r}: use a whole number or current") from None
+        moment = parse_iso(text)
+        format_iso(moment)  # an offset can carry year 1 or 9999 outside the calendar
+    except (ValueError, OverflowError) as e:
+        raise BadEntity(f"{field} {text!r}: {e}") from None
+    return moment
 
 
 def _message_json(message: Any) -> dict[str, Any]:

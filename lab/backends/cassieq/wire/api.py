@@ -10,12 +10,16 @@ Deliberate fixes over the original (the README lists them): the list is scoped t
 account; ``dlqName`` given at create reaches the definition; a malformed pop receipt is a
 400 and one that names no message a 409 (the original: 500); a second delete racing the
 first is a 409 (500); no client input gives a 500. The store being unreachable is a 503:
-whether the request applied is unknown.
+whether the request applied is unknown. Numbers are bounded where the original's types
+were: create options are Java ints (a bigger one is a 422); a lease or a delay is at most
+``MAX_SECONDS``, so its deadline fits the store's 64-bit milliseconds (the original
+overflowed into a 500); a receipt's numbers fit a Java long (else it is malformed: 400).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Awaitable, Callable, Mapping
 
 from lab.backends.cassieq.core.accounts import Accounts
@@ -24,7 +28,7 @@ from lab.backends.cassieq.core.auth import (DEFAULT_SKEW_MS, AuthFailure, Author
 from lab.backends.cassieq.core.errors import (BadPopReceipt, CassieQError, Conflict, ExistingMonoton,
                                               InvalidName, InvalidOptions, NotFound, QueueAlreadyDeleting)
 from lab.backends.cassieq.core.messages import MessageQueue
-from lab.backends.cassieq.core.model import QueueCreateOptions, QueueDefinition, valid_name
+from lab.backends.cassieq.core.model import PopReceipt, QueueCreateOptions, QueueDefinition, valid_name
 from lab.backends.cassieq.core.queues import Queues
 from lab.backends.cassieq.core.store import CassStore, StoreError
 from lab.runtime import Runtime
@@ -32,6 +36,17 @@ from lab.wire.http import JSON, Request, Response, Router
 
 BASE = "/api/v1/accounts/{accountName}/queues"
 DEFAULT_INVISIBILITY_SECONDS = 30
+#: the longest lease or delay, in seconds (about 31,700 years): now + this, in milliseconds,
+#: stays far inside the store's signed 64-bit column
+MAX_SECONDS = 10**12
+#: the create options the original binds to Java ints
+INT_OPTIONS = ("bucketSize", "maxDeliveryCount", "repairWorkerPollSeconds", "repairWorkerBucketFinalizeTimeSeconds")
+MAX_INT = 2**31 - 1
+#: a pop receipt's monoton and version are Java longs
+LONG_RANGE = range(-2**63, 2**63)
+#: a whole number as the original's query parameters parse it: ASCII digits, an optional sign
+#: (Python's int() would also take "5_000", " 5" and other scripts' digits)
+WHOLE = re.compile(r"[-+]?[0-9]{1,20}")
 
 L = AuthorizationLevel
 
@@ -51,6 +66,16 @@ def json_body(data: Any, status: int = 200) -> Response:
     return Response(status, json.dumps(data, indent=2).encode(), {"Content-Type": JSON})
 
 
+def parse_json(body: bytes, empty: str = "null") -> Any:
+    """A request body's JSON (``empty`` when there is none). Every way it can fail is a
+    ValueError: bad syntax, bad UTF-8, a number past Python's digit limit, and nesting
+    deeper than the parser's recursion (a RecursionError otherwise)."""
+    try:
+        return json.loads(body or empty)
+    except RecursionError:
+        raise ValueError("the JSON is nested too deeply") from None
+
+
 class ClientError(Exception):
     """Input the original refuses with a 400 (or a 422 for a bad JSON entity)."""
 
@@ -59,17 +84,23 @@ class ClientError(Exception):
         self.operation, self.message, self.status = operation, message, status
 
 
-def _whole_query(request: Request, key: str, default: int, operation: str, minimum: int | None = None) -> int:
+def _whole_query(request: Request, key: str, default: int, operation: str, minimum: int | None = None,
+                 maximum: int | None = None) -> int:
     raw = request.query.get(key)
     if raw is None:
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ClientError(operation, f"{key}={raw!r} is not a whole number") from None
+    if not WHOLE.fullmatch(raw):
+        raise ClientError(operation, f"{key}={raw[:40]!r} is not a whole number (ASCII digits, at most 20)")
+    value = int(raw)
     if minimum is not None and value < minimum:
         raise ClientError(operation, f"{key}={value}: must be {minimum} or more")
+    if maximum is not None and value > maximum:
+        raise ClientError(operation, f"{key}={value}: must be {maximum} or less")
     return value
+
+
+def _seconds_query(request: Request, key: str, default: int, operation: str) -> int:
+    return _whole_query(request, key, default, operation, minimum=0, maximum=MAX_SECONDS)
 
 
 def _receipt(request: Request, operation: str) -> str:
@@ -77,6 +108,24 @@ def _receipt(request: Request, operation: str) -> str:
     if not receipt:
         raise ClientError(operation, "popReceipt is required")
     return receipt
+
+
+def _parsed_receipt(receipt: str) -> PopReceipt:
+    """The receipt's parts; ``BadPopReceipt`` (a 400) if it does not decode, or names a
+    monoton or version no store row can have (the original's Long.parseLong fails there)."""
+    parsed = PopReceipt.decode(receipt)
+    if parsed.index not in LONG_RANGE or parsed.version not in LONG_RANGE:
+        raise BadPopReceipt(f"pop receipt {receipt!r}: its monoton and version must be 64-bit numbers")
+    return parsed
+
+
+def _create_options(body: Any) -> QueueCreateOptions:
+    if isinstance(body, Mapping):
+        for option in INT_OPTIONS:
+            value = body.get(option)
+            if isinstance(value, int) and not isinstance(value, bool) and value > MAX_INT:
+                raise InvalidOptions(f"{option} must be at most {MAX_INT}, got {value}")
+    return QueueCreateOptions.from_json(body)
 
 
 class QueueApi:
@@ -101,9 +150,14 @@ class QueueApi:
                 keys = await self.accounts.keys(account) if _plausible(account) else None
             except StoreError as e:
                 return entity(503, "Error", operation, f"the store is unavailable: {e}")
-            principal = authenticate(account, keys, request.method, request.raw_path, request.headers,
-                                     request.query, request.params.get("queueName"), int(self.rt.now() * 1000),
-                                     self.skew_ms)
+            try:
+                principal = authenticate(account, keys, request.method, request.raw_path, request.headers,
+                                         request.query, request.params.get("queueName"),
+                                         int(self.rt.now() * 1000), self.skew_ms)
+            except OverflowError:
+                # a request time or claim time whose instant, once its offset is applied, lies
+                # outside the calendar (year 1 at +23:59): it parses but cannot be signed
+                principal = AuthFailure("a time outside the calendar")
             if isinstance(principal, AuthFailure):
                 return Response(401)
             if not authorize(principal, level):
@@ -140,9 +194,11 @@ class QueueApi:
         if error_if_exists not in ("true", "false"):
             raise ClientError("createQueue", f"errorIfExists={error_if_exists!r}: use true or false")
         try:
-            options = QueueCreateOptions.from_json(json.loads(request.body or b"null"))
-        except (json.JSONDecodeError, UnicodeDecodeError):
+            body = parse_json(request.body)
+        except ValueError:
             raise ClientError("createQueue", "the body must be JSON queue create options", 422) from None
+        try:
+            options = _create_options(body)
         except (InvalidName, InvalidOptions, ValueError, TypeError) as e:
             raise ClientError("createQueue", str(e), 422) from None
         outcome = await queues.create(options)
@@ -170,7 +226,7 @@ class QueueApi:
         if "initialInvisiblityTime" in request.query:
             # the original's deprecated alias collides with the default of the new parameter
             raise ClientError("putMessage", "initialInvisiblityTime is deprecated: use initialInvisibilitySeconds")
-        delay = _whole_query(request, "initialInvisibilitySeconds", 0, "putMessage", minimum=0)
+        delay = _seconds_query(request, "initialInvisibilitySeconds", 0, "putMessage")
         try:
             body = request.body.decode("utf-8")
         except UnicodeDecodeError:
@@ -180,8 +236,7 @@ class QueueApi:
 
     async def get_next(self, request: Request, name: str, queues: Queues) -> Response:
         definition = await self._active(queues, name, "getMessage")
-        invisibility = _whole_query(request, "invisibilityTimeSeconds", DEFAULT_INVISIBILITY_SECONDS,
-                                    "getMessage", minimum=0)
+        invisibility = _seconds_query(request, "invisibilityTimeSeconds", DEFAULT_INVISIBILITY_SECONDS, "getMessage")
         delivery = await MessageQueue(self.store, self.rt, definition, queues).get(invisibility)
         return Response(204) if delivery is None else json_body(delivery.to_json())
 
@@ -189,8 +244,8 @@ class QueueApi:
         receipt = _receipt(request, "updateMessage")
         definition = await self._active(queues, name, "updateMessage")
         try:
-            body = json.loads(request.body or b"{}")
-        except (json.JSONDecodeError, UnicodeDecodeError):
+            body = parse_json(request.body, "{}")
+        except ValueError:
             raise ClientError("updateMessage", "the body must be JSON: {\"message\", \"newInvisibilitySeconds\"}",
                               422) from None
         if not isinstance(body, Mapping):
@@ -200,15 +255,17 @@ class QueueApi:
             raise ClientError("updateMessage", "message must be a string or null", 422)
         if seconds is None:
             seconds = 0
-        if not isinstance(seconds, int) or isinstance(seconds, bool) or seconds < 0:
-            raise ClientError("updateMessage", "newInvisibilitySeconds must be a whole number >= 0", 422)
-        updated = await MessageQueue(self.store, self.rt, definition, queues).update(receipt, message, seconds)
+        if not isinstance(seconds, int) or isinstance(seconds, bool) or not 0 <= seconds <= MAX_SECONDS:
+            raise ClientError("updateMessage", f"newInvisibilitySeconds must be a whole number from 0 to {MAX_SECONDS}",
+                              422)
+        updated = await MessageQueue(self.store, self.rt, definition, queues).update(_parsed_receipt(receipt),
+                                                                                     message, seconds)
         return json_body(updated.to_json())
 
     async def ack(self, request: Request, name: str, queues: Queues) -> Response:
         receipt = _receipt(request, "ackMessage")
         definition = await self._active(queues, name, "ackMessage")
-        await MessageQueue(self.store, self.rt, definition, queues).ack(receipt)
+        await MessageQueue(self.store, self.rt, definition, queues).ack(_parsed_receipt(receipt))
         return Response(204)
 
     # -- the table ---------------------------------------------------------------------------------
