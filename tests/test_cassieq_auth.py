@@ -550,3 +550,11 @@ def test_admin_client_requests():
             pytest.raises(CassieqError) as raised:
         admin.get_account("nobody")
     assert raised.value.status == 404 and raised.value.body == {"reason": "NotFound"}
+
+
+def test_a_time_its_zone_pushes_out_of_the_calendar_is_malformed():
+    from lab.backends.cassieq.core.auth import parse_iso
+
+    for text in ("0001-01-01T00:00:00+23:59", "9999-12-31T23:59:59-10:00"):
+        with pytest.raises(ValueError, match="outside the years"):
+            parse_iso(text)

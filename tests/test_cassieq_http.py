@@ -795,9 +795,6 @@ def test_two_server_processes_share_one_sqlite_file(tmp_path: Path):
             assert_entity(refusal(lambda: via_one.put("q", "late")), 404, "NotFound", "putMessage")
 
 
-@pytest.mark.xfail(strict=True, reason="lab serve runs its LiveWorld on seed 0: every process draws the same "
-                                       "message tags and stats ids, so a receipt of a deleted queue's life acks "
-                                       "the message of its re-creation through another process (serve.py)")
 def test_a_receipt_of_a_deleted_life_does_not_ack_its_re_creation_through_another_process(tmp_path: Path):
     # the tag is the only nonce across a re-creation (spec §1): the version restarts at 0
     store = f"sqlite:///{tmp_path / 'shared.db'}"

@@ -50,8 +50,10 @@ def serve(args: argparse.Namespace, ready=print) -> None:
 
     args.data_dir.mkdir(parents=True, exist_ok=True)
     store = open_store(args.store or f"sqlite:///{args.data_dir.resolve() / 'cassieq.db'}")  # ValueError: a bad URL
-    world = LiveWorld(root=args.data_dir, disk_roots={NODE: args.data_dir},
-                      bind={"http": (args.host, args.port), "admin": (args.host, args.admin_port)})
+    # the node's random (message tags, stats ids) must differ between processes and restarts:
+    # a tag is what tells a re-created queue's message from the old life's (its receipt)
+    world = LiveWorld(seed=random.SystemRandom().randrange(1 << 63), root=args.data_dir,
+                      disk_roots={NODE: args.data_dir}, bind={"http": (args.host, args.port), "admin": (args.host, args.admin_port)})
 
     async def main(_control: Runtime) -> None:
         from lab.backends.cassieq.node import boot_cassieq

@@ -135,7 +135,12 @@ def parse_iso(text: str) -> int:
         if zone[0] == "-":
             offset = -offset
     moment = datetime(year, month, day, hour, minute, second, tzinfo=timezone(offset))
-    return (moment - _EPOCH) // timedelta(milliseconds=1)
+    ms = (moment - _EPOCH) // timedelta(milliseconds=1)
+    try:
+        format_iso(ms)  # a time the zone pushes out of the calendar (year 0 or 10000) cannot be signed
+    except (OverflowError, ValueError):
+        raise ValueError(f"a date-time outside the years 1 to 9999: {text!r}") from None
+    return ms
 
 
 # ---- signatures -----------------------------------------------------------------------------
