@@ -14,6 +14,9 @@ sets itself up as a user would: the admin API gives the account's keys (creating
 account ``lab`` if there is none), and a queue is created on first use. A get leases a
 message for ``invisibility`` seconds and an ack deletes it with the pop receipt
 (reliable acks: at-least-once); with auto acks the client acks at once after the get.
+A get that finds nothing asks the queue's size, as a user draining a CassieQ queue
+would: the queue is empty only when the size says so (the size is the design's counter:
+approximate, so a drain over a counter that never comes back to 0 ends by giving up).
 """
 
 from __future__ import annotations
@@ -109,12 +112,15 @@ class CassieqClient(QueueClient):
         _ok(await self._api("POST", f"{path}/messages", body), f"put {queue}")
 
     async def get(self, queue: str, wait: float) -> Delivery | None:
-        """CassieQ has no long polling: one GET, and None at once when nothing is available."""
+        """CassieQ has no long polling: one GET. Nothing available (204) is None only when the
+        queue's size says it is empty; while it still holds messages it cannot hand out yet,
+        the get is ``Rejected`` (so a drain keeps asking)."""
         path = await self._queue(queue)
         reply = await self._api("GET", f"{path}/messages/next?invisibilityTimeSeconds={self.invisibility}")
         if reply.status == 204:
             if wait > 0:
                 await self.rt.sleep(min(wait, 0.01))  # a client's poll interval, not a busy loop
+            await self._empty(queue, path)
             return None
         got = json.loads(_ok(reply, f"get {queue}").body)
         delivery = Delivery(queue, got["message"].encode(), got["popReceipt"])
@@ -122,6 +128,19 @@ class CassieqClient(QueueClient):
             await self.ack(delivery)
             return Delivery(queue, delivery.body, None)
         return delivery
+
+    async def _empty(self, queue: str, path: str) -> None:
+        """Rejected unless the statistics count no message. A 204 alone does not mean empty:
+        a leased message comes back when its lease runs out, and a row written after the
+        reader sealed its bucket (an id claimed before the one written next) waits for the
+        invisibility pointer — which needs the repair worker to finalize every bucket with a
+        ghost hole before it passes it — or for the repair worker's republish."""
+        reply = await self._api("GET", f"{path}/statistics")
+        if reply.status != 200:
+            raise Rejected(f"get {queue}: nothing available, and the size is unknown (HTTP {reply.status})")
+        size = json.loads(reply.body)["size"]
+        if size > 0:
+            raise Rejected(f"get {queue}: nothing available while the queue holds {size} message(s)")
 
     async def ack(self, delivery: Delivery) -> None:
         path = "/" + quote(delivery.queue, safe="")
