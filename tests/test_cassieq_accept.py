@@ -124,11 +124,12 @@ def test_multiple_parallel_readers(two_api_nodes: tuple[list[ServerProcess], Pat
     tally, sizes = asyncio.run(_parallel_readers(urls, key))
     elapsed = time.monotonic() - started
 
-    duplicates = sum(n - 1 for n in tally.delivered.values() if n > 1)
-    print(f"\n{MESSAGES} messages in {elapsed:.1f} s: {sum(tally.delivered.values())} deliveries to the good "
-          f"consumers, {duplicates} duplicate(s) over {sum(1 for n in tally.delivered.values() if n > 1)} "
-          f"message(s), {tally.stale_acks} stale ack(s); {sum(tally.abandoned.values())} lease(s) abandoned "
-          f"over {len(tally.abandoned)} message(s)")
+    deliveries = sum(tally.delivered.values()) + sum(tally.abandoned.values())
+    twice = sum(n - 1 for n in tally.delivered.values() if n > 1)
+    print(f"\n{MESSAGES} messages acked in {elapsed:.1f} s: {deliveries} deliveries in all, "
+          f"{deliveries - MESSAGES} of them duplicates ({sum(tally.abandoned.values())} lease(s) abandoned over "
+          f"{len(tally.abandoned)} message(s), {twice} message(s) delivered twice to the good consumers, "
+          f"{tally.stale_acks} stale ack(s))")
     expected = {f"message-{i}" for i in range(MESSAGES)}
     assert tally.acked == expected, f"never acked: {sorted(expected - tally.acked)[:10]}"
     assert set(tally.delivered) == expected
