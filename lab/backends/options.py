@@ -97,7 +97,8 @@ def check(owner: str, declared: Iterable[Option], given: Mapping[str, Any] | Non
         except (TypeError, ValueError):
             raise BadOption(f"backend {owner!r}: option {key}={value!r}: must be {option.allowed}") from None
         home = option.only_in(result[key]) if option.only_in else None
-        if world is not None and home is not None and home != world:
+        # a default passed back in (a filled-in set of options, as `lab compare` passes on) is no choice
+        if world is not None and home is not None and home != world and result[key] != option.default:
             raise BadOption(f"backend {owner!r}: option {key}={value!r} works in the {home} world only, "
                             f"not the {world} world")
     return result
