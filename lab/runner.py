@@ -213,8 +213,7 @@ async def _main(control: Runtime, world: World, backend: Backend, workload: Work
         client = backend.client(rt, reliable)
         # Consumer i reads queues i, i+C, ...; with more consumers than queues, they share.
         mine = queues[i::workload.consumers] or [queues[i % len(queues)]]
-        consumers.append(rt.spawn(_consume(rt, client, name, mine, reliable, recorder, state,
-                                           round(backend.drain_quiet * 1e9)), name=name))
+        consumers.append(rt.spawn(_consume(rt, client, name, mine, reliable, recorder, state), name=name))
 
     bar = _Progress(workload, world.kind, progress) if progress else None
     ticker = control.spawn(_tick(control, bar, state)) if bar is not None else None
@@ -280,11 +279,11 @@ async def _produce(rt: Runtime, client: QueueClient, name: str, queue: str, size
 
 
 async def _consume(rt: Runtime, client: QueueClient, name: str, queues: list[str], reliable: bool,
-                   recorder: Recorder, state: _State, quiet_ns: int = 0) -> None:
-    """Get (and ack) until the drain finds every queue empty — and still empty ``quiet_ns``
-    later, for designs whose leased messages come back only when a lease runs out — or
-    gives up: no delivery for ``DRAIN_STALL`` seconds, or ``DRAIN_CAP`` in all."""
-    empty_since: dict[str, int] = {}  # queue -> when the drain first found it empty, since its last message
+                   recorder: Recorder, state: _State) -> None:
+    """Get (and ack) until the drain finds every queue empty — an empty get, and no backlog
+    where the design can tell one (``QueueClient.backlog``: leased or not yet visible
+    messages) — or gives up: no delivery for ``DRAIN_STALL`` seconds, or ``DRAIN_CAP`` in all."""
+    empty: set[str] = set()
     drain_start: int | None = None
     turn = 0
     while True:
@@ -309,12 +308,19 @@ async def _consume(rt: Runtime, client: QueueClient, name: str, queues: list[str
             if get.error != "empty":
                 await rt.sleep(RETRY_PAUSE)  # the get failed: back off
             elif draining:
-                now = rt.now_ns()
-                empty_since.setdefault(queue, now)
-                if len(empty_since) == len(queues) and all(now - t >= quiet_ns for t in empty_since.values()):
-                    break
+                try:
+                    held = await client.backlog(queue)
+                except Exception:  # unknown: ask again at the next empty get
+                    held = 1
+                if held:
+                    empty.discard(queue)
+                    await rt.sleep(RETRY_PAUSE)  # not empty yet: what it holds comes back later
+                else:
+                    empty.add(queue)
+                    if len(empty) == len(queues):
+                        break
             continue
-        empty_since.pop(queue, None)
+        empty.discard(queue)
         state.delivered += 1
         state.last_delivery = rt.now_ns()
         if reliable:

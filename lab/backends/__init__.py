@@ -103,6 +103,13 @@ class QueueClient(ABC):
     async def release(self, delivery: Delivery) -> None:
         raise Rejected(f"{type(self).__name__} has no reliable reads")
 
+    async def backlog(self, queue: str) -> int | None:
+        """How many messages ``queue`` still holds, for the end of a run's drain; None if the
+        design cannot say (then an empty get means an empty queue). A design whose empty get
+        does not mean empty (messages leased to a client that is gone, or not yet visible)
+        says so here."""
+        return None
+
     async def close(self) -> None:
         pass
 
@@ -115,13 +122,6 @@ class Backend(ABC):
     worlds: ClassVar[tuple[str, ...]] = ("sim", "live")
     #: the options this design takes (``lab run --option KEY=VALUE``), typed and ranged
     options_declared: ClassVar[tuple[Option, ...]] = (TIMEOUT,)
-
-    @property
-    def drain_quiet(self) -> float:
-        """Seconds a queue must stay empty at the end of a run before it counts as drained: 0
-        for designs that hand a message out again at once, a lease for those whose leased
-        message (its reply cut by a fault) comes back only when the lease runs out."""
-        return 0.0
 
     def __init__(self, world: World, options: Mapping[str, Any] | None = None):
         if world.kind not in self.worlds:

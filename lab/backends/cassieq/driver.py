@@ -14,9 +14,8 @@ sets itself up as a user would: the admin API gives the account's keys (creating
 account ``lab`` if there is none), and a queue is created on first use. A get leases a
 message for ``invisibility`` seconds and an ack deletes it with the pop receipt
 (reliable acks: at-least-once); with auto acks the client acks at once after the get.
-A get that finds nothing asks the queue's size, as a user draining a CassieQ queue
-would: the queue is empty only when the size says so (the size is the design's counter:
-approximate, so a drain over a counter that never comes back to 0 ends by giving up).
+At the end of a run the drain asks the queue's size (``backlog``), as a user draining a
+CassieQ queue would: a get that finds nothing (204) does not mean the queue is empty.
 """
 
 from __future__ import annotations
@@ -112,15 +111,12 @@ class CassieqClient(QueueClient):
         _ok(await self._api("POST", f"{path}/messages", body), f"put {queue}")
 
     async def get(self, queue: str, wait: float) -> Delivery | None:
-        """CassieQ has no long polling: one GET. Nothing available (204) is None only when the
-        queue's size says it is empty; while it still holds messages it cannot hand out yet,
-        the get is ``Rejected`` (so a drain keeps asking)."""
+        """CassieQ has no long polling: one GET, and None when nothing is available (204)."""
         path = await self._queue(queue)
         reply = await self._api("GET", f"{path}/messages/next?invisibilityTimeSeconds={self.invisibility}")
         if reply.status == 204:
             if wait > 0:
                 await self.rt.sleep(min(wait, 0.01))  # a client's poll interval, not a busy loop
-            await self._empty(queue, path)
             return None
         got = json.loads(_ok(reply, f"get {queue}").body)
         delivery = Delivery(queue, got["message"].encode(), got["popReceipt"])
@@ -129,18 +125,15 @@ class CassieqClient(QueueClient):
             return Delivery(queue, delivery.body, None)
         return delivery
 
-    async def _empty(self, queue: str, path: str) -> None:
-        """Rejected unless the statistics count no message. A 204 alone does not mean empty:
-        a leased message comes back when its lease runs out, and a row written after the
-        reader sealed its bucket (an id claimed before the one written next) waits for the
-        invisibility pointer — which needs the repair worker to finalize every bucket with a
-        ghost hole before it passes it — or for the repair worker's republish."""
-        reply = await self._api("GET", f"{path}/statistics")
-        if reply.status != 200:
-            raise Rejected(f"get {queue}: nothing available, and the size is unknown (HTTP {reply.status})")
-        size = json.loads(reply.body)["size"]
-        if size > 0:
-            raise Rejected(f"get {queue}: nothing available while the queue holds {size} message(s)")
+    async def backlog(self, queue: str) -> int | None:
+        """The queue's size statistic. A 204 alone does not mean empty: a leased message comes
+        back when its lease runs out, and a row written after the reader sealed its bucket (an
+        id claimed before the one written next) waits for the invisibility pointer — which
+        needs the repair worker to finalize every bucket with a ghost hole before it passes
+        it — or for the repair worker's republish. The size is the design's counter, which
+        is approximate: a drain over a counter that never comes back to 0 ends by giving up."""
+        reply = await self._api("GET", "/" + quote(queue, safe="") + "/statistics")
+        return json.loads(reply.body)["size"] if reply.status == 200 else None
 
     async def ack(self, delivery: Delivery) -> None:
         path = "/" + quote(delivery.queue, safe="")
@@ -221,11 +214,6 @@ class CassieqBackend(Backend):
     @property
     def server_nodes(self) -> list[str]:
         return ([STORE_NODE] if self.store == "cassandra" else []) + self.api
-
-    @property
-    def drain_quiet(self) -> float:
-        """A lease whose get reply a fault cut comes back after ``invisibility`` seconds."""
-        return self.options["invisibility"] + 1.0
 
     def boot(self, node: str) -> Boot:
         options, store_url = self.options, self.store
