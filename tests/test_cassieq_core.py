@@ -1007,6 +1007,46 @@ def test_repairer_finalizes_full_acked_buckets_and_stops_at_an_unsealed_one():
     sim(body)
 
 
+class FinalizerFails:
+    """A store that fails every write of a finalizer row while ``failing`` (a store that
+    times out between a partition delete and the finalizer after it)."""
+
+    def __init__(self, inner: MemoryStore):
+        self.inner, self.failing = inner, True
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def insert(self, table: str, row: Any, **kw: Any) -> bool:
+        if self.failing and table == "message" and row.get("monoton") == FINALIZER:
+            raise StoreError("timed out")
+        return await self.inner.insert(table, row, **kw)
+
+
+def test_a_retire_whose_finalizer_failed_is_finished_by_the_next_pass():
+    """Deleted partition, no finalizer: the original's repair pointer waits there for a seal
+    that never comes (and the invisibility pointer for a finalizer); the lab finishes it."""
+    async def body(h: Harness):
+        q = await h.queue("half_retired", bucket_size=2)
+        store = FinalizerFails(h.store)
+        worker = RepairWorker(store, h.rt, q.definition)
+        for text in "abcd":
+            await q.put(text)
+        for text in "abcd":
+            await q.read_and_ack(text)
+        assert await q.read() is None  # seals buckets 0 and 1
+        with pytest.raises(StoreError):
+            await worker.one_pass()
+        half = (await q.data.bucket_contents(0), await q.data.repair_bucket())
+        store.failing = False
+        await worker.one_pass()
+        return half, await q.data.repair_bucket(), [m.index for m in await q.data.bucket_contents(0)]
+
+    half, pointer, contents = sim(body)
+    assert half == ([], 0)  # the partition went, its finalizer did not come
+    assert pointer == 2 and contents == [FINALIZER]
+
+
 def test_repairer_never_moves_past_the_monoton_bucket_and_leaves_dangling_rows():
     async def body(h: Harness):
         q = await h.queue("repair_limit", bucket_size=3, repair_worker_finalize_seconds=1)
