@@ -40,6 +40,7 @@ POSTGRES = Dialect(
     table_suffix="",
     to_db=_to_db,
     from_db=_from_db,
+    converted=frozenset(),
 )
 
 

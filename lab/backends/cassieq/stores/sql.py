@@ -47,6 +47,8 @@ class Dialect:
     table_suffix: str  # after CREATE TABLE's closing parenthesis
     to_db: Callable[[str, Any], Any]  # (kind, Python value) -> parameter
     from_db: Callable[[str, Any], Any]  # (kind, column value) -> Python value
+    #: the kinds whose column values ``from_db`` changes (the others come back as stored)
+    converted: frozenset[str] = frozenset({"map", "boolean"})
 
 
 def quote(name: str) -> str:
@@ -138,6 +140,7 @@ class SqlStore:
 
     def __init__(self) -> None:
         self._sql = SqlText(self.dialect)
+        self._layout: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] = {}
 
     async def _run(self, sql: str, params: Sequence[Any]) -> tuple[list[Sequence[Any]], int]:
         raise NotImplementedError
@@ -154,8 +157,17 @@ class SqlStore:
         return [self.dialect.to_db(table.columns[c.column], c.value) for c in conditions]
 
     def _row(self, table: Table, raw: Sequence[Any]) -> Row:
+        names, converted = self._layout.get(table.name) or self._lay_out(table)
+        row = dict(zip(names, raw))
         from_db = self.dialect.from_db
-        return {column: from_db(kind, value) for (column, kind), value in zip(table.columns.items(), raw)}
+        for column, kind in converted:  # only the columns whose values need it: this runs per row read
+            row[column] = from_db(kind, row[column])
+        return row
+
+    def _lay_out(self, table: Table) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+        layout = (tuple(table.columns), tuple((c, k) for c, k in table.columns.items() if k in self.dialect.converted))
+        self._layout[table.name] = layout
+        return layout
 
     @staticmethod
     def _shape(conditions: Sequence[Condition]) -> tuple[tuple[str, str], ...]:
