@@ -1237,3 +1237,10 @@ def test_a_counter_is_not_retried():
         assert (await q.row(0)).body == "x" and await q.size() == 0  # stored, but not counted twice
 
     sim(body)
+
+
+def test_a_json_number_with_no_fraction_is_a_whole_number_and_one_with_a_fraction_is_not():
+    """JSON Schema's ``integer`` (and the original's Jackson) read 3.0 as 3 (schemathesis ST202)."""
+    assert QueueCreateOptions.from_json({"queueName": "q", "bucketSize": 3.0}).bucket_size == 3
+    with pytest.raises(InvalidOptions):
+        QueueCreateOptions.from_json({"queueName": "q", "bucketSize": 3.5})

@@ -163,7 +163,16 @@ class QueueDefinition:
         )
 
 
+def json_whole(value: Any) -> Any:
+    """A JSON number with no fraction (``731.0``) as the int it is, as JSON Schema's
+    ``integer`` and the original's Jackson read it; anything else unchanged."""
+    if type(value) is float and value.is_integer() and abs(value) < 2 ** 63:
+        return int(value)
+    return value
+
+
 def _whole(value: Any, what: str, minimum: int) -> int:
+    value = json_whole(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidOptions(f"{what} must be a whole number, got {value!r}")
     if value < minimum:

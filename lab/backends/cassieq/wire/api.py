@@ -28,7 +28,7 @@ from lab.backends.cassieq.core.auth import (DEFAULT_SKEW_MS, AuthFailure, Author
 from lab.backends.cassieq.core.errors import (BadPopReceipt, CassieQError, Conflict, ExistingMonoton,
                                               InvalidName, InvalidOptions, NotFound, QueueAlreadyDeleting)
 from lab.backends.cassieq.core.messages import MessageQueue
-from lab.backends.cassieq.core.model import PopReceipt, QueueCreateOptions, QueueDefinition, valid_name
+from lab.backends.cassieq.core.model import PopReceipt, QueueCreateOptions, QueueDefinition, json_whole, valid_name
 from lab.backends.cassieq.core.queues import Queues
 from lab.backends.cassieq.core.store import CassStore, StoreError
 from lab.runtime import Runtime
@@ -250,7 +250,7 @@ class QueueApi:
                               422) from None
         if not isinstance(body, Mapping):
             raise ClientError("updateMessage", "the body must be a JSON object", 422)
-        message, seconds = body.get("message"), body.get("newInvisibilitySeconds", 0)
+        message, seconds = body.get("message"), json_whole(body.get("newInvisibilitySeconds", 0))
         if message is not None and not isinstance(message, str):
             raise ClientError("updateMessage", "message must be a string or null", 422)
         if seconds is None:
