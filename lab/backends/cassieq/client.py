@@ -92,6 +92,36 @@ def _check(response: httpx.Response) -> httpx.Response:
     raise CassieqError(response.status_code, body, text)
 
 
+class _Closing:
+    """``close`` and ``with`` for a client over ``self.http`` (an ``httpx.Client``)."""
+
+    http: httpx.Client
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _AsyncClosing:
+    """``aclose`` and ``async with`` for a client over ``self.http`` (an ``httpx.AsyncClient``)."""
+
+    http: httpx.AsyncClient
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
 class _QueueRequests:
     """Builds the queue API's requests for one account and credential."""
 
@@ -186,7 +216,7 @@ class _QueueRequests:
         return _Call(request, updated)
 
 
-class CassieqClient(_QueueRequests):
+class CassieqClient(_QueueRequests, _Closing):
     """The queue API over a blocking httpx client.
 
     ``credential`` is an account key (``scheme`` "key", the default, or "signed") or a
@@ -235,17 +265,8 @@ class CassieqClient(_QueueRequests):
         """Change the text (None keeps it) and the lease (0 gives the message back now)."""
         return self._call(self._update(self.http, queue, pop_receipt, message, new_invisibility))
 
-    def close(self) -> None:
-        self.http.close()
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class AsyncCassieqClient(_QueueRequests):
+class AsyncCassieqClient(_QueueRequests, _AsyncClosing):
     """The queue API over ``httpx.AsyncClient``; the same arguments and methods as ``CassieqClient``."""
 
     def __init__(self, base_url: str, account: str, credential: str, *, scheme: Scheme | None = None,
@@ -283,15 +304,6 @@ class AsyncCassieqClient(_QueueRequests):
     async def update(self, queue: str, pop_receipt: str, message: str | None = None,
                      new_invisibility: int = 0) -> Updated:
         return await self._call(self._update(self.http, queue, pop_receipt, message, new_invisibility))
-
-    async def aclose(self) -> None:
-        await self.http.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 # ---- the admin API (no authentication) ---------------------------------------------------------
@@ -346,7 +358,7 @@ class _AdminRequests:
         return _Call(request, lambda response: response.json()["queryParam"])
 
 
-class AdminClient(_AdminRequests):
+class AdminClient(_AdminRequests, _Closing):
     """The admin API (port 8081, unauthenticated) over a blocking httpx client."""
 
     def __init__(self, base_url: str, **httpx_options: Any):
@@ -385,17 +397,8 @@ class AdminClient(_AdminRequests):
         """Query claims granting ``levels`` (start/end as epoch ms or ISO text)."""
         return self._call(self._create_permissions(self.http, account, key_name, levels, queue, start, end))
 
-    def close(self) -> None:
-        self.http.close()
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class AsyncAdminClient(_AdminRequests):
+class AsyncAdminClient(_AdminRequests, _AsyncClosing):
     """The admin API over ``httpx.AsyncClient``; the same methods as ``AdminClient``."""
 
     def __init__(self, base_url: str, **httpx_options: Any):
@@ -430,12 +433,3 @@ class AsyncAdminClient(_AdminRequests):
                                  levels: Iterable[AuthorizationLevel | str] | str, queue: str | None = None,
                                  start: int | str | None = None, end: int | str | None = None) -> str:
         return await self._call(self._create_permissions(self.http, account, key_name, levels, queue, start, end))
-
-    async def aclose(self) -> None:
-        await self.http.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
