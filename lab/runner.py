@@ -213,7 +213,8 @@ async def _main(control: Runtime, world: World, backend: Backend, workload: Work
         client = backend.client(rt, reliable)
         # Consumer i reads queues i, i+C, ...; with more consumers than queues, they share.
         mine = queues[i::workload.consumers] or [queues[i % len(queues)]]
-        consumers.append(rt.spawn(_consume(rt, client, name, mine, reliable, recorder, state), name=name))
+        consumers.append(rt.spawn(_consume(rt, client, name, mine, reliable, recorder, state,
+                                           workload.consumer_delay), name=name))
 
     bar = _Progress(workload, world.kind, progress) if progress else None
     ticker = control.spawn(_tick(control, bar, state)) if bar is not None else None
@@ -279,12 +280,14 @@ async def _produce(rt: Runtime, client: QueueClient, name: str, queue: str, size
 
 
 async def _consume(rt: Runtime, client: QueueClient, name: str, queues: list[str], reliable: bool,
-                   recorder: Recorder, state: _State) -> None:
+                   recorder: Recorder, state: _State, delay: float = 0.0) -> None:
     """Get (and ack) until the drain finds every queue empty — an empty get, and no backlog
     where the design can tell one (``QueueClient.backlog``: leased or not yet visible
     messages) — or gives up: no delivery for ``DRAIN_STALL`` seconds, or ``DRAIN_CAP`` in all."""
     empty: set[str] = set()
     drain_start: int | None = None
+    if delay > 0:
+        await rt.sleep(delay)  # the workload's consumer_delay: a backlog builds first
     turn = 0
     while True:
         queue = queues[turn % len(queues)]

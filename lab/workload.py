@@ -12,6 +12,7 @@
     messages: 10000            # ... a total number of messages (exactly one of the two)
     ack: auto                  # auto: a get removes the message; reliable: get, then ack
     warmup: 1                  # seconds at the start whose samples are marked "warmup"
+    consumer_delay: 0          # seconds after the start before the consumers begin: a backlog builds
     seed: 42                   # the run's seed (the CLI's --seed overrides it)
     faults: []                 # a fault schedule: entries as lab.faults describes them
     sim: {}                    # optional sim-world physics: latency, loss, fifo_links, fsync
@@ -58,6 +59,7 @@ class Workload:
     messages: int | None = None
     ack: str = "auto"
     warmup: float = 0.0
+    consumer_delay: float = 0.0
     seed: int = 0
     faults: tuple[FaultSpec, ...] = ()
     sim: dict[str, Any] = field(default_factory=dict)
@@ -82,7 +84,7 @@ class Workload:
 
 
 _FIELDS = ("name", "description", "queues", "producers", "consumers", "message_size", "rate", "arrivals", "duration",
-           "messages", "ack", "warmup", "seed", "faults", "sim")
+           "messages", "ack", "warmup", "consumer_delay", "seed", "faults", "sim")
 _SIM_FIELDS = ("latency", "loss", "fifo_links", "fsync")
 
 
@@ -188,6 +190,7 @@ def parse_workload(data: Any, source: str = "<workload>") -> Workload:
         messages=messages,
         ack=ack,
         warmup=number("warmup", 0.0, 0),
+        consumer_delay=number("consumer_delay", 0.0, 0),
         seed=seed,
         faults=_parse_faults(data.get("faults") or [], fail),
         sim=dict(sim),

@@ -159,3 +159,20 @@ def test_each_fault_start_and_heal_is_a_row_and_the_phases_come_from_those_rows(
     # ... and no checker or summary counts them as operations
     puts = samples.filter(pc.equal(samples.column("op"), "put")).num_rows
     assert result.verdict.attempts == result.summary["put"]["count"] == puts and "fault" not in result.summary
+
+
+def test_consumers_start_after_the_consumer_delay_and_still_drain_everything(tmp_path):
+    w = parse_workload({"name": "late", "producers": 1, "consumers": 1, "rate": 200, "duration": 1.0,
+                        "consumer_delay": 0.5, "ack": "reliable", "seed": 2})
+    result = run(w, "ideal", "sim", out=tmp_path / "r", progress=False)
+    table = read_samples(result.run_dir)
+    gets = table.filter(pc.equal(table["op"], "get"))
+    first_get = pc.min(gets["t_start_ns"]).as_py()
+    first_put = pc.min(table.filter(pc.equal(table["op"], "put"))["t_start_ns"]).as_py()
+    assert (first_get - first_put) / 1e9 >= 0.5
+    assert result.verdict.verdict == "valid" and result.verdict.lost == 0 and result.verdict.ok == 200
+
+
+def test_a_negative_consumer_delay_is_named():
+    with pytest.raises(WorkloadError, match="consumer_delay"):
+        parse_workload({"name": "bad", "duration": 1, "consumer_delay": -1})
