@@ -62,20 +62,23 @@ class MessageQueue:
         active = await self.queues.get_active(self.definition.queue_name)
         if active is None or active.version != self.definition.version:
             return None  # this life was deleted since the caller looked it up
-        revived = await self._newly_visible()
+        # both pointers in one read: the strategy and the walk start from the same reader bucket
+        reader, pointer = await self.data.pointers()
+        revived = await self._newly_visible(reader, pointer)
         if revived is not None:
             consumed = await self.try_consume(revived, invisibility, Source.INVISIBILITY)
             if consumed is not None:
                 return Delivery.of(consumed)
-        consumed = await self._reader_walk(invisibility)
+        consumed = await self._reader_walk(invisibility, reader)
         return None if consumed is None else Delivery.of(consumed)
 
-    async def _reader_walk(self, invisibility: float) -> Message | None:
-        """The reader (``getAndMark``): take the first visible, unacked row of the reader's
-        bucket; seal and leave a bucket once every row in it is acked or invisible and it is
-        full or ids beyond it were handed out."""
+    async def _reader_walk(self, invisibility: float, bucket: int) -> Message | None:
+        """The reader (``getAndMark``) from ``bucket``, the reader pointer as this request read
+        it: take the first visible, unacked row of the reader's bucket; seal and leave a bucket
+        once every row in it is acked or invisible and it is full or ids beyond it were handed
+        out. (If another reader moved the pointer since, this bucket is sealed: CAS-4 loses and
+        re-reads the pointer.)"""
         data, size = self.data, self.definition.bucket_size
-        bucket = await data.reader_bucket()
         while True:
             messages = await data.bucket(bucket)
             now = data.now_ms()
@@ -95,12 +98,11 @@ class MessageQueue:
                 return consumed
             # lost the CAS or dead-lettered it: read the bucket again
 
-    async def _newly_visible(self) -> Message | None:
-        """The invisibility strategy (``PointerBasedInvisStrategy``): a message behind or at the
-        pointer that is visible again, or None. The reader bucket is read once per request."""
+    async def _newly_visible(self, reader: int, pointer: int) -> Message | None:
+        """The invisibility strategy (``PointerBasedInvisStrategy``) from the invisibility
+        ``pointer`` and the ``reader`` bucket as this request read them (once per request): a
+        message behind or at the pointer that is visible again, or None."""
         data, size = self.data, self.definition.bucket_size
-        reader = await data.reader_bucket()
-        pointer = await data.invis_pointer()
         while True:
             # (a) the row the pointer is on
             message = await data.message(pointer)

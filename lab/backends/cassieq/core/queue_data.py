@@ -88,6 +88,13 @@ class QueueData:
         return await self.store.update("pointer", self._pointer_key(kind), {"value": destination},
                                        conditions=[condition])
 
+    async def pointers(self) -> tuple[int, int]:
+        """The reader's bucket and the invisibility pointer, in one read (the pointers of a
+        queue are one partition); a missing pointer reads as 0."""
+        rows = await self.store.read_partition("pointer", {"queueid": self.queue_id})
+        values = {row["pointer_type"]: row["value"] or 0 for row in rows}
+        return values.get(READER_POINTER, 0), values.get(INVISIBILITY_POINTER, 0)
+
     async def reader_bucket(self) -> int:
         return await self._pointer(READER_POINTER)
 

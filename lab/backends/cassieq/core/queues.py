@@ -78,11 +78,11 @@ class Queues:
         return definition
 
     async def list(self, status: QueueStatus = QueueStatus.Active) -> list[QueueDefinition]:
-        """This account's queues in ``status``. A deliberate fix: the original's
-        ``SELECT * FROM queue`` had no account filter and leaked every account's queues."""
-        rows = await self.store.read_all("queue")
-        return [d for d in map(QueueDefinition.from_row, rows)
-                if d.account_name == self.account and d.status is status]
+        """This account's queues in ``status``: the account's partition of the queue table. A
+        deliberate fix: the original's ``SELECT * FROM queue`` had no account filter and leaked
+        every account's queues."""
+        rows = await self.store.read_partition("queue", {"account_name": self.account})
+        return [d for d in map(QueueDefinition.from_row, rows) if d.status is status]
 
     async def names(self) -> list[str]:
         return [d.queue_name for d in await self.list()]

@@ -90,18 +90,19 @@ def _table(name: str, partition: Sequence[str], clustering: Sequence[str], **col
 #: The data model of spec §3 (``db/scripts/01_cassandra_queue.cql``).
 SCHEMA: dict[str, Table] = {t.name: t for t in (
     _table("account", ["account_name"], [], account_name="text", keys="map"),
-    _table("queue", ["account_name", "queuename"], [], account_name="text", queuename="text",
+    # CQL's PRIMARY KEY (a, b) is partition a, clustering b: an account's queues are one partition
+    _table("queue", ["account_name"], ["queuename"], account_name="text", queuename="text",
            queue_stats_id="text", bucket_size="int", max_delivery_count="int", status="int",
            repair_worker_poll_freq_seconds="int", repair_worker_tombstone_bucket_timeout_seconds="int",
            delete_buckets_after_finalization="boolean", dlq_queue_name="text", version="int",
            strict_fifo="boolean"),
     _table("queue_stats", ["queue_stats_id"], [], queue_stats_id="text", size="counter"),
     _table("monoton", ["queueid"], [], queueid="text", value="bigint"),
-    _table("pointer", ["queueid", "pointer_type"], [], queueid="text", pointer_type="text", value="bigint"),
+    _table("pointer", ["queueid"], ["pointer_type"], queueid="text", pointer_type="text", value="bigint"),
     _table("message", ["queueid", "bucket_num"], ["monoton"], queueid="text", bucket_num="bigint",
            monoton="bigint", message="text", version="int", acked="boolean", next_visible_on="timestamp",
            delivery_count="int", tag="text", created_date="timestamp", updated_date="timestamp"),
-    _table("deletion_job", ["account_name", "queuename", "version"], [], account_name="text", queuename="text",
+    _table("deletion_job", ["account_name"], ["queuename", "version"], account_name="text", queuename="text",
            version="int", bucket_size="int", queue_stats_id="text"),
 )}
 
