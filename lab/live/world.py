@@ -4,10 +4,11 @@ and the faults it applies to them; and the event-loop runner that also works ins
 Jupyter's running loop.
 
 Faults (the ``lab.faults.FaultWorld`` verbs) hit server processes only: ``pause`` is
-SIGSTOP until ``resume`` sends SIGCONT, ``crash`` is kill -9 with the page cache lost (files cut back to what was fsynced) and ``restart`` starts the
-server again on the same data dir and ports. Clients run in this process: a fault aimed
-at them is refused before the run (``refusal``). Links (partition, delay, loss) and slow
-disks are not applied here yet.
+SIGSTOP until ``resume`` sends SIGCONT, ``crash`` is kill -9 with the page cache lost
+(files cut back to what was fsynced) and ``restart`` starts the server again on the same
+data dir and ports; ``disk-delay`` slows a server's fsyncs. Links (partition, delay, loss)
+are the proxies between clients and servers (``lab.live.proxy``). Clients run in this
+process: a process fault aimed at them is refused before the run (``refusal``).
 """
 
 from __future__ import annotations

@@ -42,20 +42,19 @@ def _mode(reliable: bool) -> str:
     return "at-least-once" if reliable else "at-most-once"
 
 
-class _PrefetchingClient(QueueClient):
-    """Fetches up to ``prefetch`` records at a time and hands them out one by one, as a
-    Kafka consumer does; each delivery's token is the address after its record, so an
-    ack commits exactly up to it."""
+class QueuefkaClient(QueueClient):
+    """A client of the node's HTTP front (``wire.http``'s requests over the world's
+    connection): a 4xx is a definite refusal, a timeout or a 5xx an unknown outcome.
 
-    def __init__(self, reliable: bool, prefetch: int):
+    It fetches up to ``prefetch`` records at a time and hands them out one by one, as a
+    Kafka consumer does; each delivery's token is the address after its record, so an ack
+    commits exactly up to it."""
+
+    def __init__(self, rt: Runtime, conn: Connection, reliable: bool, timeout: float, prefetch: int):
+        self.rt, self.conn, self.timeout = rt, conn, timeout
         self.mode = _mode(reliable)
         self.prefetch = prefetch
         self._buffered: dict[str, deque[tuple[bytes, int]]] = {}
-
-    async def _fetch_once(self, queue: str, wait: float) -> Fetched | None:
-        """One fetch; None if the topic does not exist (yet)."""
-
-    async def _sleep(self, seconds: float) -> None: ...
 
     async def _fetch(self, queue: str, wait: float) -> Fetched:
         """A topic that does not exist yet is an empty get, not an error: consumers often
@@ -67,7 +66,7 @@ class _PrefetchingClient(QueueClient):
             if wait <= 0:
                 return Fetched([], 0)
             pause = min(wait, NO_TOPIC_POLL)
-            await self._sleep(pause)
+            await self.rt.sleep(pause)
             wait -= pause
 
     async def get(self, queue: str, wait: float) -> Delivery | None:
@@ -81,15 +80,6 @@ class _PrefetchingClient(QueueClient):
         payload, token = buffered.popleft()
         return Delivery(queue, payload, token)
 
-
-class QueuefkaClient(_PrefetchingClient):
-    """A client of the node's HTTP front (``wire.http``'s requests over the world's
-    connection): a 4xx is a definite refusal, a timeout or a 5xx an unknown outcome."""
-
-    def __init__(self, rt: Runtime, conn: Connection, reliable: bool, timeout: float, prefetch: int):
-        super().__init__(reliable, prefetch)
-        self.rt, self.conn, self.timeout = rt, conn, timeout
-
     async def _send(self, method: str, target: str, timeout: float, body: bytes = b"") -> tuple[int, bytes]:
         reply = await self.conn.exchange(encode_request(method, target, SERVER, body), ResponseReader(method), timeout)
         return reply.status, reply.body
@@ -98,6 +88,7 @@ class QueuefkaClient(_PrefetchingClient):
         _reply(*await self._send("POST", f"/topics/{quote(queue, safe='')}/messages", self.timeout, body))
 
     async def _fetch_once(self, queue: str, wait: float) -> Fetched | None:
+        """One fetch; None if the topic does not exist (yet)."""
         target = (f"/topics/{quote(queue, safe='')}/messages?group={GROUP}&max={self.prefetch}"
                   f"&wait={wait!r}&mode={self.mode}")
         status, body = await self._send("GET", target, wait + self.timeout)
@@ -110,9 +101,6 @@ class QueuefkaClient(_PrefetchingClient):
         body = b'{"address": %d}' % delivery.token
         _reply(*await self._send("POST", f"/topics/{quote(delivery.queue, safe='')}/groups/{GROUP}/commit",
                                  self.timeout, body))
-
-    async def _sleep(self, seconds: float) -> None:
-        await self.rt.sleep(seconds)
 
     async def close(self) -> None:
         await self.conn.close()

@@ -28,7 +28,7 @@ from lab.backends.cassieq.core.auth import (DEFAULT_SKEW_MS, AuthFailure, Author
 from lab.backends.cassieq.core.errors import (BadPopReceipt, CassieQError, Conflict, ExistingMonoton,
                                               InvalidName, InvalidOptions, NotFound, QueueAlreadyDeleting)
 from lab.backends.cassieq.core.messages import MessageQueue
-from lab.backends.cassieq.core.model import PopReceipt, QueueCreateOptions, QueueDefinition, json_whole, valid_name
+from lab.backends.cassieq.core.model import PopReceipt, QueueCreateOptions, json_whole, valid_name
 from lab.backends.cassieq.core.queues import Queues
 from lab.backends.cassieq.core.store import CassStore, StoreError
 from lab.runtime import Runtime
@@ -181,9 +181,6 @@ class QueueApi:
 
         return gated
 
-    async def _active(self, queues: Queues, name: str, operation: str) -> QueueDefinition:
-        return await queues.require_active(name, operation)
-
     # -- queues ------------------------------------------------------------------------------------
 
     async def list_queues(self, request: Request, _: str, queues: Queues) -> Response:
@@ -209,10 +206,10 @@ class QueueApi:
         return Response(200)
 
     async def get_queue(self, request: Request, name: str, queues: Queues) -> Response:
-        return json_body((await self._active(queues, name, "getQueueDefinition")).to_json())
+        return json_body((await queues.require_active(name, "getQueueDefinition")).to_json())
 
     async def statistics(self, request: Request, name: str, queues: Queues) -> Response:
-        definition = await self._active(queues, name, "getQueueStatistics")
+        definition = await queues.require_active(name, "getQueueStatistics")
         return json_body({"size": await queues.size(definition)})
 
     async def delete_queue(self, request: Request, name: str, queues: Queues) -> Response:
@@ -222,7 +219,7 @@ class QueueApi:
     # -- messages ----------------------------------------------------------------------------------
 
     async def put(self, request: Request, name: str, queues: Queues) -> Response:
-        definition = await self._active(queues, name, "putMessage")
+        definition = await queues.require_active(name, "putMessage")
         if "initialInvisiblityTime" in request.query:
             # the original's deprecated alias collides with the default of the new parameter
             raise ClientError("putMessage", "initialInvisiblityTime is deprecated: use initialInvisibilitySeconds")
@@ -235,14 +232,14 @@ class QueueApi:
         return Response(201)
 
     async def get_next(self, request: Request, name: str, queues: Queues) -> Response:
-        definition = await self._active(queues, name, "getMessage")
+        definition = await queues.require_active(name, "getMessage")
         invisibility = _seconds_query(request, "invisibilityTimeSeconds", DEFAULT_INVISIBILITY_SECONDS, "getMessage")
         delivery = await MessageQueue(self.store, self.rt, definition, queues).get(invisibility)
         return Response(204) if delivery is None else json_body(delivery.to_json())
 
     async def update(self, request: Request, name: str, queues: Queues) -> Response:
         receipt = _receipt(request, "updateMessage")
-        definition = await self._active(queues, name, "updateMessage")
+        definition = await queues.require_active(name, "updateMessage")
         try:
             body = parse_json(request.body, "{}")
         except ValueError:
@@ -264,7 +261,7 @@ class QueueApi:
 
     async def ack(self, request: Request, name: str, queues: Queues) -> Response:
         receipt = _receipt(request, "ackMessage")
-        definition = await self._active(queues, name, "ackMessage")
+        definition = await queues.require_active(name, "ackMessage")
         await MessageQueue(self.store, self.rt, definition, queues).ack(_parsed_receipt(receipt))
         return Response(204)
 
