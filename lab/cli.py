@@ -107,6 +107,11 @@ def _parser() -> argparse.ArgumentParser:
     for name, module in _design_modules("tools"):  # lab NAME TOOL ...
         module.add_arguments(sub.add_parser(name, help=module.HELP))
 
+    p = sub.add_parser("cluster", help="run a design's cluster of local server processes")
+    clusters = p.add_subparsers(dest="design", required=True, metavar="DESIGN")
+    for name, module in _design_modules("cluster"):
+        module.add_arguments(clusters.add_parser(name, help=module.HELP))
+
     p = sub.add_parser("bench", help="benchmarks that print and save their figures")
     bench = p.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
     b = bench.add_parser("sim", help="the simulated world's cost against bare SimPy")
@@ -272,6 +277,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cluster(args: argparse.Namespace) -> int:
+    try:
+        return design_module(args.design, "cluster").run(args)
+    except ValueError as e:  # a bad flag, a node that did not start
+        raise UsageError(str(e)) from None
+    except OSError as e:  # the folder is not writable...
+        raise UsageError(f"cannot start the cluster: {e}") from None
+
+
 def cmd_design_tool(args: argparse.Namespace) -> int:
     try:
         return design_module(args.command, "tools").run(args)
@@ -288,7 +302,7 @@ def _design_modules(part: str):
 
 
 COMMANDS = {"run": cmd_run, "serve": cmd_serve, "backends": cmd_backends, "workloads": cmd_workloads,
-            "compare": cmd_compare, "aggregate": cmd_aggregate, "bench": cmd_bench}
+            "compare": cmd_compare, "aggregate": cmd_aggregate, "bench": cmd_bench, "cluster": cmd_cluster}
 
 
 def _version() -> str:
