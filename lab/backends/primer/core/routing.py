@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from lab.backends.primer.core.config import NAME
 
@@ -217,6 +218,15 @@ class Node:
 
 
 @dataclass(frozen=True)
+class Condition(Node):
+    """A node that is true or false."""
+
+    @property
+    def kind(self) -> str | None:
+        return "bool"
+
+
+@dataclass(frozen=True)
 class Literal(Node):
     value: Any = None
 
@@ -274,14 +284,10 @@ class Call(Node):
 
 
 @dataclass(frozen=True)
-class Compare(Node):
+class Compare(Condition):
     op: str = "=="
     left: Node = field(default=None)  # type: ignore[assignment]
     right: Node = field(default=None)  # type: ignore[assignment]
-
-    @property
-    def kind(self) -> str | None:
-        return "bool"
 
     def evaluate(self, message: _Message) -> bool:
         a, b = self.left.evaluate(message), self.right.evaluate(message)
@@ -299,13 +305,9 @@ class Compare(Node):
 
 
 @dataclass(frozen=True)
-class Contains(Node):
+class Contains(Condition):
     left: Node = field(default=None)  # type: ignore[assignment]
     right: Node = field(default=None)  # type: ignore[assignment]
-
-    @property
-    def kind(self) -> str | None:
-        return "bool"
 
     def evaluate(self, message: _Message) -> bool:
         whole, part = self.left.evaluate(message), self.right.evaluate(message)
@@ -319,13 +321,9 @@ class Contains(Node):
 
 
 @dataclass(frozen=True)
-class Matches(Node):
+class Matches(Condition):
     left: Node = field(default=None)  # type: ignore[assignment]
     regex: re.Pattern[str] = field(default=None, compare=False)  # type: ignore[assignment]
-
-    @property
-    def kind(self) -> str | None:
-        return "bool"
 
     def evaluate(self, message: _Message) -> bool:
         text = self.left.evaluate(message)
@@ -333,13 +331,9 @@ class Matches(Node):
 
 
 @dataclass(frozen=True)
-class In(Node):
+class In(Condition):
     left: Node = field(default=None)  # type: ignore[assignment]
     items: tuple[Node, ...] = ()
-
-    @property
-    def kind(self) -> str | None:
-        return "bool"
 
     def evaluate(self, message: _Message) -> bool:
         value = self.left.evaluate(message)
@@ -347,25 +341,17 @@ class In(Node):
 
 
 @dataclass(frozen=True)
-class Not(Node):
+class Not(Condition):
     operand: Node = field(default=None)  # type: ignore[assignment]
-
-    @property
-    def kind(self) -> str | None:
-        return "bool"
 
     def evaluate(self, message: _Message) -> bool:
         return self.operand.evaluate(message) is not True
 
 
 @dataclass(frozen=True)
-class Logic(Node):
+class Logic(Condition):
     op: str = "and"
     operands: tuple[Node, ...] = ()
-
-    @property
-    def kind(self) -> str | None:
-        return "bool"
 
     def evaluate(self, message: _Message) -> bool:
         # only true is true: a number, a string or null is no condition that holds
@@ -738,13 +724,14 @@ class Routes:
     @classmethod
     def parse(cls, text: str, functions: Mapping[str, Callable[..., Any]] | None = None) -> Routes:
         """The rules of ``text``; RuleError (line, column) for the first mistake. ``functions``
-        (name -> callable) extend ``DEFAULT_FUNCTIONS``; ValueError for a name a rule cannot call."""
+        (name -> callable) extend ``DEFAULT_FUNCTIONS``; ValueError for a name a rule cannot call,
+        TypeError for a value that is not callable."""
         known = {**DEFAULT_FUNCTIONS, **(functions or {})}
         for name, function in known.items():
             if not isinstance(name, str) or not _WORD.fullmatch(name) or name in KEYWORDS:
                 raise ValueError(f"function name {name!r}: use letters, digits and _, not a keyword")
             if not callable(function):
-                raise ValueError(f"function {name!r} is not callable")
+                raise TypeError(f"function {name!r} is not callable")
         rules: list[Rule] = []
         start = 0
         tokens = tokenize(text)
