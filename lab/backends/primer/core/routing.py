@@ -28,6 +28,7 @@ COMPARISONS = ("==", "!=") + ORDERING
 VALUE_WORDS = ("size", "queue", "body", "true", "false", "null")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?")
+_NOT_A_NUMBER = re.compile(r"[A-Za-z0-9_.]*")  # what glues to a number's digits: 10kb, 1.2.3
 _JSON_KEY = re.compile(r"\.([A-Za-z0-9_-]+)")
 _NAME_CHARS = re.compile(r"[A-Za-z0-9._-]*")
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
@@ -95,7 +96,7 @@ def tokenize(text: str) -> list[Token]:
         elif (number := _NUMBER.match(text, i)) and (c != "-" or number.end() > i + 1):
             stop = number.end()
             if stop < n and (text[stop].isalnum() or text[stop] in "_."):
-                whole = re.compile(r"[A-Za-z0-9_.]*").match(text, stop).end()
+                whole = _NOT_A_NUMBER.match(text, stop).end()  # type: ignore[union-attr]
                 raise fail(i, f"bad number {text[i:whole]}: write digits, e.g. 1024 or 0.5")
             token("number", float(number.group()) if number.group(1) else int(number.group()), i, stop)
             i = stop
@@ -429,8 +430,7 @@ def _class_end(pattern: str, start: int) -> int:
         i += 1
     if i < len(pattern) and pattern[i] == "]":  # a leading ] is a member, as in fnmatch
         i += 1
-    close = pattern.find("]", i)
-    return close
+    return pattern.find("]", i)
 
 
 class _Parser:
@@ -457,8 +457,8 @@ class _Parser:
     def fail(self, at: Token | Span, message: str) -> RuleError:
         return RuleError(at.line, at.column, message)
 
-    def expected(self, what: str, token: Token | None = None) -> RuleError:
-        token = token or self.peek()
+    def expected(self, what: str) -> RuleError:
+        token = self.peek()
         found = token.describe()
         if token.kind == "word" and token.value.lower() in KEYWORDS and token.value not in KEYWORDS:
             found += " (keywords are lower case)"
