@@ -10,8 +10,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lab.backends.primer.core.config import NodeConfig
-from lab.runtime import Runtime
+from lab.backends.primer.core import messages as m
+from lab.backends.primer.core.broadcast import Broadcast
+from lab.backends.primer.core.config import AOF, NodeConfig, check_name
+from lab.backends.primer.core.errors import BadRequest, NotFound
+from lab.backends.primer.core.index import MessageIndex
+from lab.backends.primer.core.logs import Logs
+from lab.backends.primer.core.membership import Membership
+from lab.backends.primer.core.metadata import Metadata
+from lab.backends.primer.core.queues import Queues
+from lab.runtime import Runtime, Task
+from lab.storage import RuntimeStore
+
+#: seconds an ack's tombstone is kept: longer than any split the lab makes, so a repaired
+#: copy of an acknowledged message cannot come back
+TOMBSTONE_TTL = 600.0
 
 
 @dataclass(frozen=True)
@@ -35,51 +48,156 @@ class PrimerNode:
 
     def __init__(self, rt: Runtime, config: NodeConfig, routes: Any = None):
         """``routes``: a ``lab.backends.primer.core.routing.Routes`` applied to every put (None: none)."""
-        raise NotImplementedError
+        self.rt, self.config, self.routes = rt, config, routes
+        self.name = config.name
+        self.store = RuntimeStore(rt, "primer") if config.persistence == AOF else None
+        self.membership = Membership(rt, config)
+        self.broadcast = Broadcast(rt, self.membership, config.lazy_tick, config.exchange_tick, config.timeout)
+        self.meta = Metadata(rt)
+        self.index = MessageIndex(rt, TOMBSTONE_TTL)
+        self.broadcast.register(self.meta)
+        self.broadcast.register(self.index)
+        self.queues = Queues(rt, config, self.membership, self.broadcast, self.meta, self.index, self.store, routes)
+        self.logs = Logs(rt, config, self.membership, self.broadcast, self.meta, self.store)
+        self.tasks: list[Task] = []
 
     async def start(self) -> None:
-        """Recover the node's files (persistence aof), answer peers, start the ticks."""
+        """Recover the node's files (persistence aof), answer peers, start the ticks, and
+        catch up with every peer at once (after a restart the index is rebuilt from them)."""
+        self.queues.recover()
+        self.logs.recover()
+        await self.rt.net.serve(self.handle)
+        for loop, name in ((self.membership.run(), "beats"), (self.broadcast.lazy_loop(), "i-have"),
+                           (self.broadcast.exchange_loop(), "anti-entropy"), (self._tidy_loop(), "tidy")):
+            self.tasks.append(self.rt.spawn(loop, name=f"{self.name} {name}"))
+        for peer in self.membership.peers():
+            self.tasks.append(self.rt.spawn(self.broadcast.exchange(peer), name=f"{self.name} catch up"))
 
+    async def _tidy_loop(self) -> None:
+        while True:
+            await self.rt.sleep(self.config.exchange_tick)
+            self.index.expire()
+            self.queues.tidy()
+            self.logs.tidy()
+
+    async def handle(self, source: str, message: Any) -> Any:
+        """A peer's message (``lab.backends.primer.core.messages``)."""
+        self.membership.heard(source)
+        kind = type(message)
+        if kind is m.Beat:
+            self.membership.on_beat(source, message)
+        elif kind is m.Gossip:
+            self.broadcast.on_gossip(source, message)
+        elif kind is m.IHave:
+            self.broadcast.on_ihave(source, message)
+        elif kind is m.Graft:
+            self.broadcast.on_graft(source, message)
+        elif kind is m.Prune:
+            self.broadcast.on_prune(source, message)
+        elif kind is m.Exchange:
+            return self.broadcast.on_exchange(source, message)
+        elif kind is m.Deliver:
+            self.broadcast.on_deliver(source, message)
+        elif kind is m.StoreCopy:
+            return await self.queues.on_store(message)
+        elif kind is m.DropCopy:
+            self.queues.on_drop(message)
+        elif kind is m.Claim:
+            return self.queues.on_claim(message)
+        elif kind is m.LeaseNote:
+            self.queues.on_lease(message)
+        elif kind is m.AckMessage:
+            return self.queues.on_ack(message)
+        elif kind is m.AppendRecord:
+            return await self.logs.on_append(message)
+        elif kind is m.LastOffset:
+            return self.logs.on_last_offset(message)
+        elif kind is m.ReadRecords:
+            return self.logs.on_read(message)
+        else:
+            raise BadRequest(f"{self.name}: unknown peer message {kind.__name__}")
+        return None
+
+    # ------------------------------------------------------------------ queues
     async def put(self, queue: str, payload: bytes) -> str:
         """Store ``payload`` on W replicas (this node and W-1 live peers, shuffled); the new
         message's id once they all hold it. The routes may send it to another queue (or drop
         it: the id is returned all the same). BadRequest (a bad name), Unavailable (fewer than
         W members reachable, or a replica did not answer in time: the message may exist)."""
+        if not isinstance(payload, (bytes, bytearray)):
+            raise BadRequest("a message's payload is bytes")
+        return await self.queues.put(queue, bytes(payload))
 
     async def get(self, queue: str, wait: float = 0.0, at_most_once: bool = False) -> Got | None:
         """The oldest message this node knows of in ``queue``, leased for ``config.lease``
         seconds (``at_most_once``: deleted at once); None if none came within ``wait`` s."""
+        got = await self.queues.get(queue, wait, at_most_once)
+        if got is None:
+            return None
+        message_id, receipt, granted = got
+        return Got(message_id, granted.payload, receipt)
 
     async def ack(self, queue: str, message_id: str, receipt: str) -> None:
         """Delete a leased message on its replicas and broadcast the ACK. BadRequest (a
-        malformed receipt), NotFound (no such message known), Unavailable (no replica reachable)."""
+        malformed receipt)."""
+        await self.queues.ack(queue, message_id, receipt)
 
     async def release(self, queue: str, message_id: str, receipt: str) -> None:
-        """End a lease early: the message can be got again at once. Errors as ``ack``."""
+        """End a lease early: the message can be got again at once. BadRequest (a malformed
+        receipt), Conflict (the lease is over), Unavailable (its replica is out of reach)."""
+        await self.queues.release(queue, message_id, receipt)
 
     def backlog(self, queue: str) -> int:
         """Messages of ``queue`` this node knows of and has not seen acknowledged."""
+        return self.queues.backlog(check_name("queue", queue))
 
+    # ------------------------------------------------------------------ logs
     async def create_log(self, name: str, retention_s: float) -> bool:
         """Create log ``name`` (True), or find it made with the same retention (False).
         Conflict if it exists with another retention; BadRequest for a bad name or retention."""
+        return await self.logs.create(name, retention_s)
 
     async def append(self, name: str, payload: bytes) -> int:
         """Append to the log's current range along its chain; the record's offset once the
         chain's tail holds it. NotFound (no such log), Unavailable (the chain is cut)."""
+        return await self.logs.append(name, bytes(payload))
 
     async def read(self, name: str, group: str, max_records: int) -> list[LogRecord]:
         """The group's next records on this node, up to the high watermark (what every replica
         of the chain holds), at most ``max_records``."""
+        records, _ = await self.logs.read(name, group, max_records)
+        return [LogRecord(offset, payload) for offset, payload in records]
+
+    def high_watermark(self, name: str) -> int:
+        """The log's high watermark as this node knows it (-1: nothing committed yet)."""
+        self.logs._require(name)
+        return self.logs.high_watermark(name)
 
     async def checkpoint(self, name: str, group: str, offset: int) -> None:
         """Record that ``group`` has processed the log up to ``offset`` (replicated metadata:
         the highest checkpoint wins). BadRequest for an offset beyond the high watermark."""
+        await self.logs.checkpoint(name, group, offset)
 
+    # ------------------------------------------------------------------ the node
     def cluster(self) -> dict[str, Any]:
         """The node's view, for ``GET /cluster``: ``{"node", "members": [{"name", "state",
         "last_seen_s"}], "queues": {name: backlog}, "logs": {name: {...}}, "routes": [...]}``;
         a member's state is ``self``, ``up`` or ``down``."""
+        return {"node": self.name, "replicas": self.config.replicas, "replication": self.config.replication,
+                "persistence": self.config.persistence, "members": self.membership.view(),
+                "queues": {q: self.queues.backlog(q) for q in self.queues.queue_names()},
+                "logs": self.logs.view(),
+                "routes": [getattr(rule, "text", str(rule)) for rule in getattr(self.routes, "rules", [])],
+                "broadcast": dict(self.broadcast.counts)}
 
     async def stop(self) -> None:
         """Stop the ticks and flush the files (a clean stop)."""
+        for task in self.tasks:
+            task.cancel()
+        self.tasks.clear()
+        if self.store is not None:
+            for f in [*self.queues.files.files.values(), *self.logs.files.values()] if self.queues.files else []:
+                pending = f.sync()
+                if pending is not None:
+                    await pending
+            await self.store.settle()

@@ -1,0 +1,448 @@
+"""Replicated queues (slides S12-S14): a put stores the message on W replicas, sync or
+chained; a get is served from any node, from the oldest message it knows of; a lease, an
+ack or a release is settled on the message's replicas and the ACK broadcast.
+
+- **Put** on node N: the replicas are N and W-1 of its up peers, shuffled (N first: the
+  slide's "local queue updates" step). ``sync``: N calls them all at once (a replica that
+  fails is replaced by a spare up peer, once); ``chain``: N -> r2 -> … -> tail, each
+  passing the copy on, and the tail's answer travels back. With persistence, every
+  replica fsyncs its copy before it answers. Then N broadcasts ``Added`` and answers.
+  Copies stay invisible until ``Added`` reaches them (what the high watermark marks).
+- **Get** on node N: the oldest message of the queue N knows of, preferring messages N
+  holds a copy of ("reads are local"). The claim goes to the message's first replica that
+  is up — the same one for every claimer while nothing fails, so a message is leased
+  once — and falls back to the next replicas when it is not: in a net-split both sides
+  serve, and a message may be delivered on each (a duplicate, which at-least-once permits).
+- **Ack**: told to the replica that granted the lease, then broadcast, so every node and
+  replica drops it; the broadcast alone settles it when that replica is out of reach.
+- A message none of whose replicas still has it (all crashed without persistence) is
+  dropped from the index once every replica answers that it does not know it.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, replace
+from typing import Any
+
+from lab.backends.primer.core import aof
+from lab.backends.primer.core.broadcast import Broadcast
+from lab.backends.primer.core.config import AOF, CHAIN, NodeConfig, check_name
+from lab.backends.primer.core.errors import BadRequest, Conflict, Unavailable
+from lab.backends.primer.core.index import Acked, Added, MessageIndex
+from lab.backends.primer.core.membership import Membership
+from lab.backends.primer.core.messages import AckMessage, Claim, Copy, DropCopy, LeaseNote, StoreCopy
+from lab.backends.primer.core.metadata import Metadata
+from lab.runtime import CallTimeout, Cancelled, RemoteError, Runtime, Unreachable
+
+MAX_CLAIMS = 8  # claims one get tries before it says "nothing"
+RETRY_UNREACHABLE = 0.2  # seconds a message with no reachable replica is set aside
+
+
+@dataclass
+class Held:
+    """This node's copy of a message, and the lease this replica knows of."""
+
+    copy: Copy
+    committed: bool = False
+    lease_until: float = 0.0
+    token: str = ""
+    stored_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class Granted:
+    payload: bytes
+    token: str | None
+    until: float
+
+
+class QueueFiles:
+    """The append-only file of each queue on this node (persistence aof)."""
+
+    def __init__(self, store: Any):
+        self.store = store
+        self.files: dict[str, aof.AofFile] = {}
+        self.dead: dict[str, int] = {}
+
+    def file(self, queue: str) -> aof.AofFile:
+        f = self.files.get(queue)
+        if f is None:
+            f = self.files[queue] = aof.AofFile(self.store, f"queue.{queue}.aof")
+            self.dead[queue] = 0
+        return f
+
+    def queues(self) -> list[str]:
+        return sorted(name[len("queue."):-len(".aof")] for name in self.store.names()
+                      if name.startswith("queue.") and name.endswith(".aof"))
+
+
+class Queues:
+    def __init__(self, rt: Runtime, config: NodeConfig, membership: Membership, broadcast: Broadcast,
+                 meta: Metadata, index: MessageIndex, store: Any = None, routes: Any = None):
+        self.rt, self.config = rt, config
+        self.name = config.name
+        self.membership, self.broadcast, self.meta, self.index = membership, broadcast, meta, index
+        self.routes = routes
+        self.files = QueueFiles(store) if config.persistence == AOF else None
+        self.held: dict[str, dict[str, Held]] = {}  # queue -> id -> this replica's copy
+        self.commits: dict[tuple[str, str], int] = {}  # (queue, origin) -> highest committed seq known here
+        self.local: dict[str, list] = {}  # queue -> heap of (order, id): messages this node is a replica of
+        self.remote: dict[str, list] = {}  # queue -> heap of (order, id): the others
+        self.deferred: dict[str, list] = {}  # queue -> heap of (until, order, id): leased or out of reach
+        self.waiters: dict[str, Any] = {}  # queue -> event set when something may be got
+        self.nonce = f"{rt.random.getrandbits(32):08x}"  # ids stay unique across restarts without files
+        self.seq = 0
+        self.dropped = 0  # puts the routes dropped
+        index.on_added = self._on_added
+        index.on_acked = self._on_acked
+
+    # ------------------------------------------------------------------ recovery
+    def recover(self) -> None:
+        """Load every queue file: committed copies go back into the index (anti-entropy then
+        tells the other nodes), uncommitted ones wait for an ``Added`` or expire."""
+        if self.files is None:
+            return
+        for queue in self.files.queues():
+            puts: dict[str, aof.Put] = {}
+            for record in self.files.file(queue).recover():
+                if isinstance(record, aof.Put):
+                    puts[record.id] = record
+                elif isinstance(record, aof.Ack):
+                    puts.pop(record.id, None)
+                    self.index.tombstones[record.id] = self.rt.now()
+                elif isinstance(record, aof.Commit):
+                    key = (queue, record.origin)
+                    self.commits[key] = max(self.commits.get(key, -1), record.seq)
+            held = self.held.setdefault(queue, {})
+            for put in puts.values():
+                copy = Copy(queue, put.id, put.origin, put.seq, put.put_ns, tuple(put.replicas), put.payload)
+                held[put.id] = Held(copy, stored_at=self.rt.now())
+                if put.seq <= self.commits.get((queue, put.origin), -1):
+                    self.index.merge("", Added(queue, put.id, copy.replicas, put.put_ns, put.origin, put.seq))
+
+    # ------------------------------------------------------------------ put
+    async def put(self, queue: str, payload: bytes) -> str:
+        check_name("queue", queue)
+        self.seq += 1
+        message_id = f"{self.name}.{self.nonce}.{self.seq}"
+        target = queue if self.routes is None else self.routes.route(queue, payload)
+        if target is None:
+            self.dropped += 1
+            return message_id
+        self._create(target)
+        w = self.config.replicas
+        peers = self.membership.up_peers()
+        self.rt.random.shuffle(peers)
+        if len(peers) < w - 1:
+            raise Unavailable(f"replicas={w}, but only {len(peers) + 1} members are up here")
+        copy = Copy(target, message_id, self.name, self.seq, self.rt.now_ns(), (self.name, *peers[:w - 1]), payload)
+        self._store(copy)
+        try:
+            if self.config.replication == CHAIN:
+                replicas = await self._chain(copy)
+            else:
+                replicas = await self._sync(copy, peers[w - 1:])
+        except Unavailable:
+            self._drop(target, message_id)
+            raise
+        await self._settle(target)
+        self.broadcast.broadcast(self.index.name, Added(target, message_id, replicas, copy.put_ns, self.name, self.seq))
+        return message_id
+
+    async def _sync(self, copy: Copy, spares: list[str]) -> tuple[str, ...]:
+        replicas = list(copy.replicas)
+        failed = [peer for peer, ok in zip(replicas[1:], await self._all(
+            [self._call(peer, StoreCopy(copy)) for peer in replicas[1:]])) if not ok]
+        for peer in failed:  # one replacement each, from the spare up peers
+            replicas.remove(peer)
+            while spares:
+                spare = spares.pop()
+                if await self._call(spare, StoreCopy(replace(copy, replicas=tuple(replicas + [spare])))):
+                    replicas.append(spare)
+                    break
+            else:
+                self._forget(copy, replicas)
+                raise Unavailable(f"{peer} did not store the message, and no spare member did")
+        return tuple(replicas)
+
+    async def _chain(self, copy: Copy) -> tuple[str, ...]:
+        chain = copy.replicas
+        if len(chain) > 1 and not await self._call(chain[1], StoreCopy(copy, chain[2:]), len(chain) - 1):
+            self._forget(copy, chain)
+            raise Unavailable(f"the chain {' -> '.join(chain)} did not store the message")
+        return chain
+
+    async def _all(self, coros: list) -> list[bool]:
+        tasks = [self.rt.spawn(c) for c in coros]
+        return [await t for t in tasks]
+
+    async def _call(self, peer: str, message: Any, hops: int = 1) -> bool:
+        try:
+            await self.rt.net.call(peer, message, self.config.timeout * hops)
+            return True
+        except (CallTimeout, Unreachable, RemoteError):
+            return False
+
+    def _forget(self, copy: Copy, replicas: Any) -> None:
+        for peer in replicas:
+            if peer != self.name:
+                self.rt.net.send(peer, DropCopy(copy.queue, copy.id))
+
+    def _create(self, queue: str) -> None:
+        """Queues are created on first use: the first put makes the cluster's entry."""
+        key = f"queue/{queue}"
+        if self.meta.get(key) is None:
+            self.broadcast.broadcast(self.meta.name, self.meta.entry(key, {"created_ns": self.rt.now_ns()}))
+
+    # ------------------------------------------------------------------ a replica's copies
+    def _store(self, copy: Copy) -> None:
+        held = self.held.setdefault(copy.queue, {})
+        if copy.id in held or self.index.acked(copy.id):
+            return
+        held[copy.id] = Held(copy, stored_at=self.rt.now())
+        if self.files is not None:
+            self.files.file(copy.queue).append(aof.Put(copy.id, copy.origin, copy.seq, copy.put_ns,
+                                                       copy.replicas, copy.payload))
+
+    async def _settle(self, queue: str) -> None:
+        if self.files is not None:
+            pending = self.files.file(queue).sync()
+            if pending is not None:
+                await pending
+
+    def _drop(self, queue: str, message_id: str) -> None:
+        held = self.held.get(queue, {}).pop(message_id, None)
+        if held is not None and self.files is not None:
+            self.files.file(queue).append(aof.Ack(message_id))
+            self.files.dead[queue] += 2
+
+    async def on_store(self, message: StoreCopy) -> bool:
+        """A replica's half of a put (and, in a chain, the rest of the chain's)."""
+        copy = message.copy
+        self._store(copy)
+        if message.chain:
+            try:
+                await self.rt.net.call(message.chain[0], StoreCopy(copy, message.chain[1:]),
+                                       self.config.timeout * len(message.chain))
+            except (CallTimeout, Unreachable, RemoteError):
+                self._drop(copy.queue, copy.id)
+                raise Unavailable(f"{self.name}: the chain broke after this node")
+        await self._settle(copy.queue)
+        return True
+
+    def on_drop(self, message: DropCopy) -> None:
+        held = self.held.get(message.queue, {}).get(message.id)
+        if held is not None and not held.committed:
+            self._drop(message.queue, message.id)
+
+    def _on_added(self, added: Added) -> None:
+        held = self.held.get(added.queue, {}).get(added.id)
+        if held is not None and not held.committed:
+            held.committed = True
+            if held.copy.replicas != added.replicas:
+                held.copy = replace(held.copy, replicas=added.replicas)
+            if self.files is not None:
+                key = (added.queue, added.origin)
+                self.commits[key] = max(self.commits.get(key, -1), added.seq)
+                self.files.file(added.queue).append(aof.Commit(added.origin, added.seq))
+        heap = self.local if self.name in added.replicas else self.remote
+        heapq.heappush(heap.setdefault(added.queue, []), (added.order, added.id))
+        self._wake(added.queue)
+
+    def _on_acked(self, acked: Acked) -> None:
+        self._drop(acked.queue, acked.id)
+
+    # ------------------------------------------------------------------ get
+    async def get(self, queue: str, wait: float = 0.0, at_most_once: bool = False) -> tuple[str, str | None, Granted] | None:
+        check_name("queue", queue)
+        deadline = self.rt.now() + wait
+        while True:
+            got = await self._try_get(queue, at_most_once)
+            if got is not None:
+                return got
+            left = deadline - self.rt.now()
+            if left <= 0:
+                return None
+            event = self.waiters.get(queue)
+            if event is None or event.is_set():
+                event = self.waiters[queue] = self.rt.event()
+            deferred = self.deferred.get(queue)
+            until = deferred[0][0] - self.rt.now() if deferred else left
+            await self.rt.wait(event, max(0.0, min(left, until)))
+
+    def _wake(self, queue: str) -> None:
+        event = self.waiters.pop(queue, None)
+        if event is not None:
+            event.set()
+
+    def _next(self, queue: str) -> tuple[Any, str] | None:
+        now = self.rt.now()
+        deferred = self.deferred.get(queue)
+        while deferred and deferred[0][0] <= now:
+            _, order, message_id = heapq.heappop(deferred)
+            added = self.index.known(message_id, queue)
+            if added is not None:
+                heap = self.local if self.name in added.replicas else self.remote
+                heapq.heappush(heap.setdefault(queue, []), (order, message_id))
+        live = self.index.live(queue)
+        for heaps in (self.local, self.remote):
+            heap = heaps.get(queue)
+            while heap:
+                order, message_id = heapq.heappop(heap)
+                if message_id in live:
+                    return order, message_id
+        return None
+
+    def _defer(self, queue: str, order: Any, message_id: str, until: float) -> None:
+        heapq.heappush(self.deferred.setdefault(queue, []), (until, order, message_id))
+
+    async def _try_get(self, queue: str, at_most_once: bool) -> tuple[str, str | None, Granted] | None:
+        for _ in range(MAX_CLAIMS):
+            picked = self._next(queue)
+            if picked is None:
+                return None
+            order, message_id = picked
+            added = self.index.known(message_id, queue)
+            answers: list[str] = []
+            for replica in added.replicas:
+                if not self.membership.up(replica):
+                    answers.append("down")
+                    continue
+                answer = await self._claim_at(replica, Claim(queue, message_id, self.config.lease, at_most_once))
+                if isinstance(answer, Granted):
+                    return message_id, f"{replica}~{answer.token}" if answer.token else None, answer
+                answers.append(answer[0])
+                if answer[0] == "leased":
+                    self._defer(queue, order, message_id, answer[1])
+                    break
+                if answer[0] == "acked":
+                    self.index.merge("", Acked(queue, message_id))
+                    break
+            else:
+                if answers and all(a == "unknown" for a in answers):
+                    # every replica is up and none has it: it is gone (crashes without files)
+                    self.broadcast.broadcast(self.index.name, Acked(queue, message_id))
+                else:
+                    self._defer(queue, order, message_id, self.rt.now() + RETRY_UNREACHABLE)
+        return None
+
+    async def _claim_at(self, replica: str, claim: Claim) -> Any:
+        if replica == self.name:
+            return self.on_claim(claim)
+        try:
+            return await self.rt.net.call(replica, claim, self.config.timeout)
+        except (CallTimeout, Unreachable, RemoteError):
+            return ("unreachable",)
+
+    def on_claim(self, claim: Claim) -> Any:
+        """A replica leases (or gives up, at most once) its copy: ``Granted`` or a reason."""
+        held = self.held.get(claim.queue, {}).get(claim.id)
+        if held is None:
+            return ("acked",) if self.index.acked(claim.id) else ("unknown",)
+        now = self.rt.now()
+        if held.lease_until > now:
+            return ("leased", held.lease_until)
+        held.committed = True  # a claim comes from a node that saw the message's Added
+        if claim.at_most_once:
+            self.broadcast.broadcast(self.index.name, Acked(claim.queue, claim.id))
+            return Granted(held.copy.payload, None, 0.0)
+        held.token = f"{self.rt.random.getrandbits(48):012x}"
+        held.lease_until = now + claim.lease
+        note = LeaseNote(claim.queue, claim.id, held.token, held.lease_until)
+        for peer in held.copy.replicas:
+            if peer != self.name:
+                self.rt.net.send(peer, note)
+        return Granted(held.copy.payload, held.token, held.lease_until)
+
+    def on_lease(self, note: LeaseNote) -> None:
+        held = self.held.get(note.queue, {}).get(note.id)
+        if held is not None:
+            held.lease_until, held.token = note.until, note.token
+            if note.until == 0:
+                self._wake(note.queue)
+
+    # ------------------------------------------------------------------ ack and release
+    @staticmethod
+    def parse_receipt(receipt: str) -> tuple[str, str]:
+        granter, sep, token = receipt.partition("~") if isinstance(receipt, str) else ("", "", "")
+        if not sep or not granter or not token or len(receipt) > 300:
+            raise BadRequest(f"malformed receipt {receipt!r}")
+        return granter, token
+
+    async def ack(self, queue: str, message_id: str, receipt: str) -> None:
+        check_name("queue", queue)
+        granter, token = self.parse_receipt(receipt)
+        request = AckMessage(queue, message_id, token)
+        if granter == self.name:
+            self.on_ack(request)
+        else:
+            await self._call(granter, request)  # out of reach: the broadcast settles it
+        self.broadcast.broadcast(self.index.name, Acked(queue, message_id))
+
+    async def release(self, queue: str, message_id: str, receipt: str) -> None:
+        check_name("queue", queue)
+        granter, token = self.parse_receipt(receipt)
+        request = AckMessage(queue, message_id, token, release=True)
+        if granter == self.name:
+            released = self.on_ack(request)
+        else:
+            try:
+                released = await self.rt.net.call(granter, request, self.config.timeout)
+            except (CallTimeout, Unreachable, RemoteError):
+                raise Unavailable(f"{granter}, which leased the message, is out of reach") from None
+        if not released:
+            raise Conflict(f"message {message_id}: the lease {receipt} is over (expired, acked or released)")
+
+    def on_ack(self, request: AckMessage) -> bool:
+        """On the granting replica: an ack drops the copy (the broadcast tells the others);
+        a release ends the lease if it is still this one."""
+        held = self.held.get(request.queue, {}).get(request.id)
+        if not request.release:
+            self.index.merge("", Acked(request.queue, request.id))
+            return True
+        if held is None or held.token != request.token or held.lease_until <= self.rt.now():
+            return False
+        held.lease_until = 0.0
+        note = LeaseNote(request.queue, request.id, held.token, 0.0)
+        for peer in held.copy.replicas:
+            if peer != self.name:
+                self.rt.net.send(peer, note)
+        self._requeue(request.queue, request.id)
+        return True
+
+    def _requeue(self, queue: str, message_id: str) -> None:
+        added = self.index.known(message_id, queue)
+        if added is not None:
+            self._defer(queue, added.order, message_id, self.rt.now())
+        self._wake(queue)
+
+    # ------------------------------------------------------------------ housekeeping
+    def backlog(self, queue: str) -> int:
+        return len(self.index.live(queue))
+
+    def queue_names(self) -> list[str]:
+        return sorted({key[len("queue/"):] for key in self.meta.keys("queue/")} | set(self.index.entries))
+
+    def tidy(self) -> None:
+        """Drop copies never committed (their put failed) and compact files mostly dead."""
+        horizon = self.rt.now() - 10 * self.config.timeout * max(1, self.config.replicas)
+        for queue, held in self.held.items():
+            stale = [i for i, h in held.items() if not h.committed and h.stored_at < horizon
+                     and self.index.known(i, queue) is None]
+            for message_id in stale:
+                self._drop(queue, message_id)
+        if self.files is not None:
+            for queue, dead in self.files.dead.items():
+                live = self.held.get(queue, {})
+                if dead > 10_000 and dead > 2 * len(live):
+                    pending = self.files.file(queue).compact(self._live_records(queue))
+                    if pending is not None:
+                        self.rt.spawn(pending, name=f"compact {queue}")
+                    self.files.dead[queue] = 0
+
+    def _live_records(self, queue: str) -> list[Any]:
+        records: list[Any] = [aof.Put(h.copy.id, h.copy.origin, h.copy.seq, h.copy.put_ns, h.copy.replicas,
+                                      h.copy.payload) for h in self.held.get(queue, {}).values()]
+        records += [aof.Commit(origin, seq) for (q, origin), seq in sorted(self.commits.items()) if q == queue]
+        return records
