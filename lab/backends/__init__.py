@@ -23,7 +23,7 @@ import importlib.util
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping
 
 from lab.backends.options import TIMEOUT, BadOption, Option, check  # noqa: F401 (BadOption: re-exported)
 from pathlib import Path
@@ -154,9 +154,12 @@ class Backend(ABC):
         """What server node ``node`` runs when it (re)starts on a node of this process (the
         sim world; the live world when the design has no ``lab serve``)."""
 
-    def serve_args(self, node: str, data_dir: Path) -> list[str]:
+    def serve_args(self, node: str, data_dir: Path, reach: Callable[[str, str], str]) -> list[str]:
         """The flags of ``lab serve NAME`` that give node ``node`` these options (the live
-        world runs it as a process over ``data_dir``)."""
+        world runs it as a process over ``data_dir``). ``reach(peer, port)`` is where this
+        server node reaches server node ``peer``'s port ``port``, as HOST:PORT (live: a proxy
+        of the link, which faults cut; ``peer`` may not have started yet), for a design whose
+        servers call each other (``--peers b=127.0.0.1:41234``)."""
         return []
 
     async def start(self) -> None:

@@ -1,23 +1,32 @@
-"""The live world's network: named nodes calling each other over loopback TCP.
+"""The live world's network: named nodes calling each other over TCP.
 
-Each node that serves listens on 127.0.0.1 (port chosen by the OS) and writes its
-address into the world's address book; callers look peers up by name. A frame is a
-4-byte big-endian length and a pickled ``(kind, request_id, source, payload)`` tuple.
-Pickle is fine here because both ends are nodes of the same lab world on loopback —
-this is the transport between cores, not a public wire protocol (those live in each
-backend's front end). A malformed frame closes that connection and nothing else.
+Each node that serves listens on its ``peer`` port (the world's ``bind``, a ``lab serve``
+process's ``--peer-port``; else any free loopback port), records it as a named port
+(``world.listening``, so a ready line can report it) and writes its address into the
+world's address book; callers look peers up by name there. The book may be pre-filled
+with nodes of other processes (``lab serve ... --peers NAME=HOST:PORT``), often the
+address of a link proxy in the runner's process, which the live world's faults cut.
+
+A frame is a 4-byte big-endian length and a pickled ``(kind, request_id, source, payload)``
+tuple. Frames may come from other machines, so they are unpickled by a restricted
+unpickler that builds only plain data, builtin exceptions and the lab's own dataclasses
+and exceptions: a pickle that names anything else (a function, ``os.system``) is a bad
+frame. A bad frame closes that connection and nothing else. This is the transport between
+cores, not a public wire protocol (those live in each backend's front end).
 """
 
 from __future__ import annotations
 
 import asyncio
+import builtins
+import dataclasses
+import importlib
+import io
 import itertools
 import logging
 import pickle
 import struct
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lab.live.streams import Listener, LiveConnection, serve_connections
 from lab.runtime import Accept, CallTimeout, Handler, RemoteError, Unreachable
@@ -32,7 +41,53 @@ MAX_FRAME = 64 * 1024 * 1024
 
 
 class BadFrame(ValueError):
-    """A frame that is too long or does not unpickle to the expected tuple."""
+    """A frame that is too long, names a class frames may not carry, or does not unpickle
+    to the expected tuple."""
+
+
+#: builtins a frame may build besides the builtin exceptions (the rest of plain data —
+#: tuples, lists, dicts, strings, bytes, numbers — needs no class lookup)
+SAFE_BUILTINS = frozenset({"set", "frozenset", "bytearray", "complex", "slice", "range"})
+
+
+def allowed_class(module: str, name: str) -> type | None:
+    """The class ``module.name`` if a frame may build it, else None: builtin exceptions,
+    ``SAFE_BUILTINS``, and dataclasses or exceptions of the lab's own modules. Anything
+    else (a function, ``builtins.eval``, another package's class) could run code."""
+    if module == "builtins":
+        found = getattr(builtins, name, None)
+        if name in SAFE_BUILTINS or (isinstance(found, type) and issubclass(found, BaseException)):
+            return found
+        return None
+    if not module.startswith("lab."):
+        return None
+    try:
+        found: Any = importlib.import_module(module)
+        for part in name.split("."):  # a nested class's qualified name
+            found = getattr(found, part)
+    except (ImportError, AttributeError):
+        return None
+    if not (isinstance(found, type) and found.__module__.startswith("lab.")):
+        return None
+    return found if dataclasses.is_dataclass(found) or issubclass(found, BaseException) else None
+
+
+class _SafeUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        found = allowed_class(module, name)
+        if found is None:
+            raise BadFrame(f"frame names {module}.{name}, which frames may not carry")
+        return found
+
+
+def safe_loads(body: bytes) -> Any:
+    """Unpickle ``body`` building only what ``allowed_class`` allows; BadFrame otherwise."""
+    try:
+        return _SafeUnpickler(io.BytesIO(body)).load()
+    except BadFrame:
+        raise
+    except Exception as e:
+        raise BadFrame(f"frame does not unpickle: {e}") from None
 
 
 def encode_frame(kind: str, request_id: int, source: str, payload: Any) -> bytes:
@@ -53,11 +108,7 @@ async def read_frame(reader: asyncio.StreamReader) -> tuple[str, int, str, Any] 
     (length,) = _LENGTH.unpack(header)
     if length > MAX_FRAME:
         raise BadFrame(f"frame of {length} bytes exceeds the {MAX_FRAME}-byte limit")
-    body = await reader.readexactly(length)
-    try:
-        frame = pickle.loads(body)
-    except Exception as e:
-        raise BadFrame(f"frame does not unpickle: {e}") from None
+    frame = safe_loads(await reader.readexactly(length))
     if not (isinstance(frame, tuple) and len(frame) == 4 and frame[0] in ("call", "send", "ok", "err")):
         raise BadFrame(f"unexpected frame shape: {type(frame).__name__}")
     return frame
@@ -112,12 +163,17 @@ class LiveNet:
     # ------------------------------------------------------------------ serving
 
     async def serve(self, handler: Handler) -> None:
+        """Answer calls and sends on the named port ``peer``: the host and number the world
+        binds it to (``lab serve``'s ``--peer-port``), else any free loopback port."""
+
         async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             await self._serve_connection(handler, reader, writer)
 
-        self._server = await asyncio.start_server(accept, "127.0.0.1", 0)
+        host, number = self.world.bind.get("peer", ("127.0.0.1", 0))
+        self._server = await asyncio.start_server(accept, host, number)
         host, port = self._server.sockets[0].getsockname()[:2]
-        self.addresses[self.node] = (host, port)
+        self.world.listening[(self.node, "peer")] = port
+        self.addresses[self.node] = ("127.0.0.1" if host in ("0.0.0.0", "") else host, port)
 
     async def _serve_connection(self, handler: Handler, reader, writer) -> None:
         tasks: set[asyncio.Task] = set()
@@ -148,8 +204,12 @@ class LiveNet:
             return
         try:
             frame = encode_frame(status, request_id, self.node, reply)
+            if status == "err":  # any exception may land here: one the caller may not build would
+                safe_loads(frame[_LENGTH.size:])  # close the connection and every call on it
         except Exception as e:
-            frame = encode_frame("err", request_id, self.node, ValueError(f"reply not serialisable: {e}"))
+            error = (RuntimeError(f"{type(reply).__module__}.{type(reply).__qualname__}: {reply}") if status == "err"
+                     else ValueError(f"reply not serialisable: {e}"))
+            frame = encode_frame("err", request_id, self.node, error)
         writer.write(frame)
 
     # ------------------------------------------------------------------ byte streams
@@ -236,6 +296,7 @@ class LiveNet:
         if self._server is not None:
             self._server.close()
             self.addresses.pop(self.node, None)
+            self.world.listening.pop((self.node, "peer"), None)
             self._server = None
 
 

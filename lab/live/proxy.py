@@ -1,8 +1,12 @@
-"""The live world's links: a TCP proxy between a client node and a server process, which the
-live world's faults cut, delay or make lossy.
+"""The live world's links: a TCP proxy per link into a server process (from a client node,
+or from another server node: Primer's nodes call each other), which the live world's
+faults cut, delay or make lossy.
 
-A ``LinkProxy`` listens on a loopback port and forwards every connection to its target.
-Each direction of the link (``UP``: client to server, ``DOWN``: server to client) is a
+A ``LinkProxy`` listens on a loopback port and forwards every connection to its target,
+given as an address or as a callable that finds it when a connection comes (a server
+node's peer may not have started yet, or may have restarted); a target that cannot be
+found or reached closes the incoming connection, as a refused connection would.
+Each direction of the link (``UP``: connecting side to target, ``DOWN``: back) is a
 queue of chunks with a due time, written in order. The faults act on the due times and
 on a gate per direction, the way a network's faults look to a TCP endpoint:
 
@@ -26,12 +30,16 @@ import random
 import socket
 import time
 from dataclasses import dataclass, field
+from typing import Callable, Union
 
 log = logging.getLogger(__name__)
 
-UP, DOWN = "up", "down"  # client -> server, server -> client
+UP, DOWN = "up", "down"  # connecting side -> target, target -> connecting side
 RETRANSMIT = 0.2  # seconds: Linux's minimum retransmission timeout
 CHUNK = 64 * 1024
+
+#: where a proxy forwards to: an address, or a callable finding it at each connection
+Target = Union[tuple[str, int], Callable[[], tuple[str, int]]]
 
 
 @dataclass
@@ -45,11 +53,12 @@ class Direction:
 
 
 class LinkProxy:
-    """A TCP proxy for one link: ``await start()`` gives the port clients connect to."""
+    """A TCP proxy for one link: ``await start()`` gives the port clients connect to.
+    ``target`` is an address or a callable returning one, called at each connection."""
 
-    def __init__(self, target: tuple[str, int], name: str = "", rng: random.Random | None = None):
+    def __init__(self, target: Target, name: str = "", rng: random.Random | None = None):
         self.target = target
-        self.name = name or f"proxy to {target[0]}:{target[1]}"
+        self.name = name or (f"proxy to {target[0]}:{target[1]}" if isinstance(target, tuple) else "proxy")
         self.rng = rng or random.Random(0)
         self.directions = {UP: Direction(asyncio.Event()), DOWN: Direction(asyncio.Event())}
         for direction in self.directions.values():
@@ -97,8 +106,9 @@ class LinkProxy:
     # ------------------------------------------------------------------ forwarding
     async def _accept(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
         try:
-            server_reader, server_writer = await asyncio.open_connection(*self.target)
-        except OSError as e:  # the server is down: so is the connection through the link
+            target = self.target() if callable(self.target) else self.target
+            server_reader, server_writer = await asyncio.open_connection(*target)
+        except Exception as e:  # not started, or down: so is the connection through the link
             log.debug("%s: cannot reach the target: %s", self.name, e)
             client_writer.close()
             return
@@ -180,19 +190,22 @@ class _LinkState:
 
 
 class LiveLinks:
-    """The links of a live world: one ``LinkProxy`` per (client node, server node, port),
-    made when a client first asks for the address, and the fault verbs on one-way links
-    (``source`` -> ``destination``) that the sim world's network has. A link with no proxy
-    (two clients, or two servers on one machine) carries nothing here: faults on it are kept
-    and apply to any proxy made later."""
+    """The links of a live world: one ``LinkProxy`` per (source node, server node, port),
+    made when the source first asks for the address — a client node's connection, or a
+    server node's ``reach`` of a peer server (``Backend.serve_args``) — and the fault verbs
+    on one-way links (``source`` -> ``destination``) that the sim world's network has: a
+    link's faults act on the proxy's ``UP`` direction from the source's side and on its
+    ``DOWN`` direction from the other's. A link with no proxy (between two clients) carries
+    nothing here: faults on it are kept and apply to any proxy made later."""
 
     def __init__(self, seed: int = 0):
         self.seed = seed
         self.proxies: dict[tuple[str, str, str], LinkProxy] = {}
         self.links: dict[tuple[str, str], _LinkState] = {}
 
-    def address(self, source: str, node: str, port: str, target: tuple[str, int]) -> tuple[str, int]:
-        """Where ``source`` reaches ``node``'s ``port`` (which listens at ``target``): its proxy."""
+    def address(self, source: str, node: str, port: str, target: Target) -> tuple[str, int]:
+        """Where ``source`` reaches ``node``'s ``port`` (which listens at ``target``, or where a
+        callable ``target`` says at each connection): its proxy, which listens at once."""
         key = (source, node, port)
         proxy = self.proxies.get(key)
         if proxy is None:
@@ -210,10 +223,10 @@ class LiveLinks:
         state = self.links.get((source, destination))
         if state is None:
             return
-        for (client, server, _), proxy in self.proxies.items():
-            if (client, server) == (source, destination):
+        for (near, far, _), proxy in self.proxies.items():  # near connects, far listens
+            if (near, far) == (source, destination):
                 state.apply(proxy, UP)
-            elif (server, client) == (source, destination):
+            elif (far, near) == (source, destination):
                 state.apply(proxy, DOWN)
 
     def block(self, source: str, destination: str) -> None:

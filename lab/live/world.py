@@ -7,8 +7,11 @@ Faults (the ``lab.faults.FaultWorld`` verbs) hit server processes only: ``pause`
 SIGSTOP until ``resume`` sends SIGCONT, ``crash`` is kill -9 with the page cache lost
 (files cut back to what was fsynced) and ``restart`` starts the server again on the same
 data dir and ports; ``disk-delay`` slows a server's fsyncs. Links (partition, delay, loss)
-are the proxies between clients and servers (``lab.live.proxy``). Clients run in this
-process: a process fault aimed at them is refused before the run (``refusal``).
+are the proxies in this process (``lab.live.proxy``) between clients and servers, and
+between server processes that call each other: a design passes each server the address
+of a proxy per peer (``reach``, given to ``Backend.serve_args``), so a partition can split
+the servers into any shape. Clients run in this process: a process fault aimed at them
+is refused before the run (``refusal``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import os
 import random
 import time
 from pathlib import Path
+from functools import partial
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Sequence, TypeVar
 
 from lab.live.disk import fsync_delay_path, power_cut
@@ -40,8 +44,9 @@ class LiveWorld:
 
     kind = "live"
     #: the fault kinds this world applies (lab.faults): pause and crash to server processes;
-    #: partition, link-delay and loss to the links from clients to servers (``LiveLinks``)
-    #: disk-delay to a server process's fsyncs (a control file its disk reads, lab.live.disk)
+    #: partition, link-delay and loss to the links from clients to servers and between
+    #: server processes (``LiveLinks``); disk-delay to a server process's fsyncs (a control
+    #: file its disk reads, lab.live.disk)
     fault_kinds = ("pause", "crash", "partition", "link-delay", "loss", "disk-delay")
     PROCESS_FAULTS = ("pause", "crash", "disk-delay")
     #: targets that may fall on a client, which runs in the runner's own process
@@ -68,8 +73,8 @@ class LiveWorld:
         self._crashes: dict[str, int] = {}  # crashes in force per node: it restarts after the last
         self._tears = 0  # crashes so far: each draws its torn tails from its own seeded random
         self._starting: set[asyncio.Task] = set()
-        self.links = LiveLinks(seed)
-        self._fsync_delays: dict[str, int] = {}  # ns added to a server's fsyncs, all disk-delays in force  # a proxy per client-to-server link, made on first use
+        self.links = LiveLinks(seed)  # a proxy per link into a server process, made on first use
+        self._fsync_delays: dict[str, int] = {}  # ns added to a server's fsyncs, all disk-delays in force
         self.epoch_ns = time.time_ns()
         self.mono_ns = time.monotonic_ns()
 
@@ -103,7 +108,16 @@ class LiveWorld:
         if design_module(design.name, "serve") is None:
             await self.start(node, design.boot(node))
         else:
-            await self.start_process(node, design.name, design.serve_args(node, self.root / node))
+            argv = design.serve_args(node, self.root / node, partial(self.reach, node))
+            await self.start_process(node, design.name, argv)
+
+    def reach(self, node: str, peer: str, port: str) -> str:
+        """Where server node ``node`` reaches server node ``peer``'s port ``port``, as HOST:PORT:
+        the proxy of that link, listening now; it finds ``peer`` when a connection comes, so
+        ``peer`` may start later (until then a connection is closed at once). The proxy
+        stays for the run, so a restarted server keeps its flags."""
+        host, number = self.links.address(node, peer, port, lambda: self.address(peer, port))
+        return f"{host}:{number}"
 
     async def stop_server(self, node: str) -> None:
         """SIGTERM a server process and wait for it (its files are fsynced and closed)."""
@@ -132,7 +146,7 @@ class LiveWorld:
     def refusal(cls, fault: "Fault") -> str | None:
         """Why this world cannot apply ``fault`` whatever the design (one line), or None."""
         if fault.kind not in cls.PROCESS_FAULTS:
-            return None  # a link fault: its proxies are in the runner's process, beside the clients
+            return None  # a link fault: its proxies (to servers, between servers) are in the runner's process
         for target in fault.target:
             if target in cls.CLIENT_TARGETS or (target[:1] in ("p", "c") and target[1:].isdigit()):
                 return (f"target {target} may hit a client, and clients run in the runner's own process: "
@@ -198,7 +212,7 @@ class LiveWorld:
             await asyncio.sleep(0.1)
             proc.launch()
 
-    # Link faults: the proxies between clients and servers (lab.live.proxy.LiveLinks).
+    # Link faults: the proxies from clients to servers and between servers (lab.live.proxy.LiveLinks).
     def block(self, source: str, destination: str) -> None:
         self.links.block(source, destination)
 

@@ -24,7 +24,7 @@ import json
 import logging
 from collections import Counter
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 from urllib.parse import quote
 
 from lab.backends import Backend, Delivery, QueueClient, Rejected
@@ -254,7 +254,7 @@ class CassieqBackend(Backend):
 
         return boot_api
 
-    def serve_args(self, node: str, data_dir: Path) -> list[str]:
+    def serve_args(self, node: str, data_dir: Path, reach: Callable[[str, str], str]) -> list[str]:
         store = f"sqlite:///{data_dir.parent / 'cassieq.db'}" if self.store == "sqlite" else self.store
         return ["--store", store, "--node-index", str(self.api.index(node)), "--nodes", str(len(self.api)),
                 "--repair-refresh", repr(self.options["repair_refresh"])]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from lab.backends import Backend, Delivery, QueueClient, Rejected
 from lab.backends.kestrel.config import QUEUE_OPTIONS, ServerConfig, config_from_mapping
@@ -127,7 +127,7 @@ class KestrelBackend(Backend):
 
         return boot
 
-    def serve_args(self, node: str, data_dir: Path) -> list[str]:
+    def serve_args(self, node: str, data_dir: Path, reach: Callable[[str, str], str]) -> list[str]:
         config = data_dir.parent / f"{node}.toml"
         config.write_text(self.config_toml())
         return ["--config", str(config)]

@@ -16,7 +16,7 @@ import base64
 import json
 from collections import deque
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 from urllib.parse import quote
 
 from lab.backends import Backend, Delivery, QueueClient, Rejected
@@ -172,7 +172,7 @@ class QueuefkaBackend(Backend):
 
         return boot
 
-    def serve_args(self, node: str, data_dir: Path) -> list[str]:
+    def serve_args(self, node: str, data_dir: Path, reach: Callable[[str, str], str]) -> list[str]:
         """The options as flags of ``lab serve queuefka``."""
         c = self.config
         flags = ["--fsync", c.fsync, "--segment-size", str(c.segment_size_hint),
