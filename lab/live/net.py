@@ -55,9 +55,9 @@ def allowed_class(module: str, name: str) -> type | None:
     ``SAFE_BUILTINS``, and dataclasses or exceptions of the lab's own modules. Anything
     else (a function, ``builtins.eval``, another package's class) could run code."""
     if module == "builtins":
-        found = getattr(builtins, name, None)
-        if name in SAFE_BUILTINS or (isinstance(found, type) and issubclass(found, BaseException)):
-            return found
+        builtin = getattr(builtins, name, None)
+        if name in SAFE_BUILTINS or (isinstance(builtin, type) and issubclass(builtin, BaseException)):
+            return builtin
         return None
     if not module.startswith("lab."):
         return None
