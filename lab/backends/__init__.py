@@ -52,6 +52,7 @@ REGISTRY: dict[str, Registration] = {
     "kestrel": Registration("lab.backends.kestrel", "KestrelBackend", "#1f77b4"),
     "queuefka": Registration("lab.backends.queuefka", "QueuefkaBackend", "#d62728"),
     "cassieq": Registration("lab.backends.cassieq", "CassieqBackend", "#2ca02c"),
+    "primer": Registration("lab.backends.primer", "PrimerBackend", "#9467bd"),
 }
 
 #: The control row: an in-memory FIFO, the floor every design is compared with.

@@ -1,0 +1,174 @@
+"""Primer in the runner: ``nodes`` master-master nodes (n1, n2, …), each booting
+``lab.backends.primer.node``, and a client of the HTTP client API that is the same code
+in both worlds.
+
+Every node takes puts and serves gets, so the client picks a node at random for every
+request (as a user spreading load over the cluster would). Reliable reads are the
+design's at-least-once consumers (a lease, then an ack with the receipt); plain gets
+are its at-most-once consumers (the message is deleted as it is read). Live, each node is
+a ``lab serve primer`` process, and the nodes reach each other through the live world's
+proxies, so a partition between nodes is an ordinary one; the sim world runs the same
+boot on simulated nodes.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any, Callable, Mapping
+from urllib.parse import quote
+
+from lab.backends import Backend, BadOption, Delivery, QueueClient, Rejected
+from lab.backends.options import TIMEOUT, Option, choice, number, whole
+from lab.runtime import Boot, Connection, Runtime
+from lab.verdict import ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, NO_ORDER, Allowance, Promises
+from lab.wire.http import HttpReply, ResponseReader, encode_request
+
+
+def node_names(count: int) -> list[str]:
+    return [f"n{i}" for i in range(1, count + 1)]
+
+
+class PrimerClient(QueueClient):
+    """A user of the client API: one connection per node, a node picked at random per request."""
+
+    def __init__(self, rt: Runtime, nodes: list[Connection], reliable: bool, timeout: float):
+        self.rt, self.nodes, self.reliable, self.timeout = rt, nodes, reliable, timeout
+        self.mode = "at-least-once" if reliable else "at-most-once"
+
+    async def _send(self, method: str, target: str, body: bytes = b"", timeout: float | None = None,
+                    content_type: str = "application/octet-stream") -> HttpReply:
+        conn = self.nodes[self.rt.random.randrange(len(self.nodes))]
+        request = encode_request(method, target, "primer", body, (("content-type", content_type),))
+        return await conn.exchange(request, ResponseReader(method), timeout or self.timeout)
+
+    async def put(self, queue: str, body: bytes) -> None:
+        _ok(await self._send("POST", f"/queues/{quote(queue, safe='')}/messages", body), f"put {queue}")
+
+    async def get(self, queue: str, wait: float) -> Delivery | None:
+        wait = max(0.0, min(wait, 60.0))
+        reply = await self._send("GET", f"/queues/{quote(queue, safe='')}/messages?wait={wait:g}&mode={self.mode}",
+                                 timeout=wait + self.timeout)
+        if reply.status == 204:
+            return None
+        got = json.loads(_ok(reply, f"get {queue}").body)
+        token = (got["id"], got["receipt"]) if got.get("receipt") else None
+        return Delivery(queue, base64.b64decode(got["payload"]), token)
+
+    async def _settle(self, delivery: Delivery, verb: str) -> None:
+        message_id, receipt = delivery.token
+        body = json.dumps({"receipt": receipt}).encode()
+        _ok(await self._send("POST", f"/queues/{quote(delivery.queue, safe='')}/messages/{quote(message_id, safe='')}"
+                                     f"/{verb}", body, content_type="application/json"), f"{verb} {delivery.queue}")
+
+    async def ack(self, delivery: Delivery) -> None:
+        await self._settle(delivery, "ack")
+
+    async def release(self, delivery: Delivery) -> None:
+        await self._settle(delivery, "release")
+
+    async def backlog(self, queue: str) -> int | None:
+        """The queue's backlog as the node asked knows it: messages put and not acknowledged
+        (a leased one among them: an empty get does not mean an empty queue)."""
+        reply = await self._send("GET", f"/queues/{quote(queue, safe='')}")
+        return json.loads(reply.body)["backlog"] if reply.status == 200 else None
+
+    async def close(self) -> None:
+        for conn in self.nodes:
+            await conn.close()
+
+
+def _ok(reply: HttpReply, what: str) -> HttpReply:
+    """The reply if 2xx; a 4xx is a definite refusal; a 503 (a replica did not answer: the
+    message may exist) or any other 5xx is an unknown outcome."""
+    if 200 <= reply.status < 300:
+        return reply
+    text = reply.body[:200].decode(errors="replace")
+    if 400 <= reply.status < 500:
+        raise Rejected(f"{what}: {reply.status} {text}")
+    raise RuntimeError(f"{what}: HTTP {reply.status} {text}")
+
+
+class PrimerBackend(Backend):
+    name = "primer"
+    summary = ("master-master replicated queue: gossip membership (Plumtree), W-way sync or chain replication, "
+               "reads from any node, leases and acks broadcast; AP under net-splits")
+
+    options_declared = (
+        TIMEOUT,
+        Option("nodes", "master-master nodes (n1, n2, …)", "a whole number >= 1", whole(1), 3),
+        Option("replicas", "W: copies of each message (the node that takes the put and W-1 others, shuffled)",
+               "a whole number >= 1, at most nodes", whole(1), 2),
+        Option("replication", "how a put reaches its W replicas", "sync (all at once) or chain (head -> … -> tail)",
+               choice("sync", "chain"), "sync"),
+        Option("persistence", "copies on disk", "off (memory only) or aof (an append-only file per queue, fsynced "
+               "before a copy counts)", choice("off", "aof"), "off"),
+        Option("lease", "seconds an at-least-once get leases a message for", "a number of seconds > 0",
+               number(0.0), 5.0),
+    )
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any] | None, world: str | None = None) -> dict[str, Any]:
+        checked = super().check_options(options, world)
+        if checked["replicas"] > checked["nodes"]:
+            raise BadOption(f"backend 'primer': option replicas={checked['replicas']}: must be at most "
+                            f"nodes={checked['nodes']}")
+        return checked
+
+    @classmethod
+    def promises(cls, options: Mapping[str, Any], reliable: bool) -> Promises:
+        """At-least-once with leases and acks, order best effort (slide S8: "best effort to
+        order"). AP: in a split both sides serve the copies they hold, so a message may be
+        delivered on each side (a duplicate); after the heal anti-entropy settles the acks.
+        Without files a crash loses the copies on the crashed nodes: a message whose W
+        replicas all crashed is lost. At-most-once gets lose a message whose reply is cut."""
+        setting = f"replicas={options['replicas']}, {options['replication']}, persistence={options['persistence']}"
+        allowances = []
+        if options["persistence"] == "off":
+            allowances.append(Allowance("lost", ("crash",), "persistence=off: copies are in memory, and a crash "
+                                                            "of all of a message's replicas loses it"))
+        if reliable:
+            return Promises(f"primer with {setting}, at-least-once consumers", AT_LEAST_ONCE, NO_ORDER,
+                            tuple(allowances))
+        allowances += [Allowance("lost", (ANY_FAULT,), "at-most-once: a get whose reply is cut loses its message"),
+                       Allowance("duplicated", (ANY_FAULT,), "AP: a replica that has not yet heard a read's ACK "
+                                                             "(a split, a pause, a crash) serves its copy again")]
+        return Promises(f"primer with {setting}, at-most-once consumers", AT_MOST_ONCE, NO_ORDER, tuple(allowances))
+
+    def __init__(self, world, options=None):
+        super().__init__(world, options)
+        self.nodes = node_names(self.options["nodes"])
+        self.booted: list = []  # PrimerNode, one per boot in this process (sim)
+
+    @property
+    def server_nodes(self) -> list[str]:
+        return list(self.nodes)
+
+    def _config(self, node: str) -> Any:
+        from lab.backends.primer.core.config import NodeConfig
+
+        o = self.options
+        return NodeConfig(node, tuple(n for n in self.nodes if n != node), replicas=o["replicas"],
+                          replication=o["replication"], persistence=o["persistence"], timeout=o["timeout"],
+                          lease=o["lease"])
+
+    def boot(self, node: str) -> Boot:
+        config = self._config(node)
+
+        async def boot_node(rt: Runtime) -> None:
+            from lab.backends.primer.node import boot_primer
+
+            self.booted.append(await boot_primer(rt, config))
+
+        return boot_node
+
+    def serve_args(self, node: str, data_dir: Path, reach: Callable[[str, str], str]) -> list[str]:
+        o = self.options
+        peers = ",".join(f"{peer}={reach(peer, 'peer')}" for peer in self.nodes if peer != node)
+        return ["--node", node, *(["--peers", peers] if peers else []), "--replicas", str(o["replicas"]),
+                "--replication", o["replication"], "--persistence", o["persistence"],
+                "--timeout", repr(o["timeout"]), "--lease", repr(o["lease"])]
+
+    def client(self, rt: Runtime, reliable: bool) -> QueueClient:
+        return PrimerClient(rt, [rt.net.connect(node, "http") for node in self.nodes], reliable, self.options["timeout"])
