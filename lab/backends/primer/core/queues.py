@@ -359,8 +359,8 @@ class Queues:
         held = self.held.get(note.queue, {}).get(note.id)
         if held is not None:
             held.lease_until, held.token = note.until, note.token
-            if note.until == 0:
-                self._wake(note.queue)
+        if note.until == 0:
+            self._requeue(note.queue, note.id)
 
     # ------------------------------------------------------------------ ack and release
     @staticmethod
@@ -393,6 +393,7 @@ class Queues:
                 raise Unavailable(f"{granter}, which leased the message, is out of reach") from None
         if not released:
             raise Conflict(f"message {message_id}: the lease {receipt} is over (expired, acked or released)")
+        self._requeue(queue, message_id)  # this node may have set it aside as leased
 
     def on_ack(self, request: AckMessage) -> bool:
         """On the granting replica: an ack drops the copy (the broadcast tells the others);
