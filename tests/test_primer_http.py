@@ -156,14 +156,19 @@ def test_the_nodes_refusals_are_their_statuses_with_a_json_error():
     async def exercise(http: Client, nodes, world) -> None:
         message_id = body(await http("POST", "/queues/jobs/messages", b"x"))["id"]
         got = body(await http("GET", "/queues/jobs/messages"))
-        r = await http("POST", "/queues/jobs/messages/no-such-id/ack", {"receipt": got["receipt"]})
-        assert r.status in (400, 404) and isinstance(body(r)["error"], str)
+        r = await http("POST", f"/queues/jobs/messages/{message_id}/ack", {"receipt": "no-granter-in-it"})
+        assert r.status == 400 and "receipt" in body(r)["error"]  # the node's BadRequest
+        r = await http("POST", f"/queues/jobs/messages/{message_id}/ack", {"receipt": got["receipt"]})
+        assert r.status == 204
+        r = await http("POST", f"/queues/jobs/messages/{message_id}/release", {"receipt": got["receipt"]})
+        assert r.status == 409 and isinstance(body(r)["error"], str)  # the lease is over: Conflict
         r = await http("POST", "/logs/nolog/records", b"x")
         assert r.status == 404 and "nolog" in body(r)["error"]
         r = await http("GET", "/logs/nolog/records?group=g")
         assert r.status == 404 and "nolog" in body(r)["error"]
-        r = await http("POST", f"/queues/jobs/messages/{message_id}/ack", {"receipt": got["receipt"]})
-        assert r.status == 204
+        assert (await http("PUT", "/logs/events", {"retention_s": 60})).status == 201
+        r = await http("POST", "/logs/events/groups/g/checkpoint", {"offset": 5})
+        assert r.status == 400 and "watermark" in body(r)["error"]  # nothing appended yet
 
     run(exercise)
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Mapping
 
 from lab.backends.primer.core.config import NodeConfig
+from lab.backends.primer.core.errors import PrimerError
 from lab.backends.primer.core.primer_node import Got, LogRecord, PrimerNode
 from lab.backends.primer.node import boot_primer, start_node
 from lab.live import LiveWorld
@@ -49,7 +50,10 @@ async def primer_node(name: str, *, peers: Mapping[str, tuple[str, int]] | None 
     ``settings``: ``NodeConfig``'s other fields (``replicas=``, ``persistence="aof"``, ...).
     ValueError for bad settings, OSError for a port in use."""
     peers = dict(peers or {})
-    config = NodeConfig(name, peers=tuple(peers), **settings)
+    try:
+        config = NodeConfig(name, peers=tuple(peers), **settings)
+    except PrimerError as e:  # a bad node name: a bad setting like any other
+        raise ValueError(str(e)) from None
     temporary = tempfile.TemporaryDirectory(prefix="primer-") if data_dir is None else None
     folder = Path(temporary.name if temporary is not None else data_dir)
     folder.mkdir(parents=True, exist_ok=True)
