@@ -1,0 +1,58 @@
+"""The live fault schedule on a real Primer cluster (three ``lab serve primer`` processes
+whose links to each other run through the live world's proxies): a split of the servers
+stops what needs both sides and only for the split; a pause and a crash of one node
+cost what the promises allow."""
+
+from __future__ import annotations
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lab.runner import run
+from lab.verdict import INVALID, VALID
+from lab.workload import parse_workload
+
+
+def _workload(faults, **fields):
+    base = {"name": "primer-live-fault", "queues": 1, "producers": 2, "consumers": 2, "message_size": 100,
+            "rate": 300, "duration": 3.5, "warmup": 0.5, "ack": "reliable", "seed": 23, "faults": faults}
+    base.update(fields)
+    return parse_workload(base)
+
+
+def _puts(result, phase: str) -> tuple[int, int]:
+    """(ok, not ok) puts in ``phase``."""
+    table = pq.read_table(result.samples_path, columns=["op", "phase", "outcome"])
+    rows = table.filter(pc.and_(pc.equal(table["op"], "put"), pc.equal(table["phase"], phase)))
+    ok = int(pc.sum(pc.equal(rows["outcome"], "ok")).as_py() or 0)
+    return ok, rows.num_rows - ok
+
+
+def test_a_split_of_the_servers_stops_puts_that_need_every_node_only_while_it_lasts(tmp_path):
+    """W=3 needs all three nodes: with the servers split into a majority and a minority no
+    node sees three members, so puts fail during the split (whichever node a client asks:
+    clients are not cut) and succeed again after the heal."""
+    split = [{"fault": "partition", "at": 1.0, "duration": 1.5, "target": "servers", "shape": "majority"}]
+    result = run(_workload(split), "primer", "live", out=tmp_path / "run", progress=False, options={"replicas": 3})
+    fault_ok, fault_not_ok = _puts(result, "fault")
+    heal_ok, heal_not_ok = _puts(result, "heal")
+    steady_ok, steady_not_ok = _puts(result, "steady")
+    assert steady_ok > 50 and steady_not_ok == 0
+    assert fault_not_ok > fault_ok  # after the failure detector's delay, nothing goes in
+    assert heal_ok > 50 and heal_not_ok <= 5  # calls in flight at the heal may still time out
+    assert result.verdict.lost == 0 and result.verdict.judgement.verdict != INVALID, result.verdict.judgement.reason
+
+
+def test_a_pause_of_one_node_loses_nothing(tmp_path):
+    pause = [{"fault": "pause", "at": 1.0, "duration": 1.0, "target": "n2"}]
+    result = run(_workload(pause), "primer", "live", out=tmp_path / "run", progress=False)
+    v = result.verdict
+    assert v.lost == 0 and v.unexpected == 0 and v.judgement.verdict == VALID, v.judgement.reason
+
+
+def test_a_crash_of_one_node_with_files_and_w_2_loses_nothing_acknowledged(tmp_path):
+    crash = [{"fault": "crash", "at": 1.0, "duration": 0.5, "target": "n2"}]
+    result = run(_workload(crash, consumer_delay=1.5), "primer", "live", out=tmp_path / "run", progress=False,
+                 options={"replicas": 2, "persistence": "aof"})
+    v = result.verdict
+    assert v.lost == 0 and v.judgement.verdict == VALID, v.judgement.reason
