@@ -213,3 +213,14 @@ def test_same_seed_same_samples(tmp_path):
     tables = [pq.read_table(r.samples_path).drop_columns(["run_id"]) for r in runs]
     assert tables[0].equals(tables[1])
     assert runs[0].verdict.judgement.verdict != INVALID
+
+
+@pytest.mark.parametrize("tear", [False, True])
+def test_a_crash_of_every_node_with_files_loses_nothing_acknowledged(tmp_path, tear):
+    """The put's copy and its commit are fsynced before the put is acknowledged, so a
+    recovery makes it visible again even when no node kept the cluster's index."""
+    crash = [{"fault": "crash", "at": 1.2, "duration": 0.3, "target": "servers", "tear": tear}]
+    result = run(_workload(faults=crash, consumer_delay=1.5), "primer", "sim", out=tmp_path / "run", progress=False,
+                 options={"replicas": 2, "persistence": "aof"})
+    v = result.verdict
+    assert v.lost == 0 and v.judgement.verdict == VALID and v.enqueued > 1000, v.judgement.reason

@@ -146,7 +146,8 @@ class Queues:
         except Unavailable:
             self._drop(target, message_id)
             raise
-        await self._settle(target)
+        self._commit(target, self.name, copy.seq, message_id)
+        await self._settle(target)  # the copy and its commit are durable before the put is acknowledged
         self.broadcast.broadcast(self.index.name, Added(target, message_id, replicas, copy.put_ns, self.name, self.seq))
         return message_id
 
@@ -236,16 +237,25 @@ class Queues:
         if held is not None and not held.committed:
             self._drop(message.queue, message.id)
 
+    def _commit(self, queue: str, origin: str, seq: int, message_id: str) -> None:
+        """This node's copy is visible: W replicas hold it. With files, the queue's high
+        watermark for ``origin`` moves up to ``seq`` (a recovery makes copies at or below
+        it visible again; those above wait for the cluster to say)."""
+        held = self.held.get(queue, {}).get(message_id)
+        if held is None or held.committed:
+            return
+        held.committed = True
+        if self.files is not None:
+            key = (queue, origin)
+            if seq > self.commits.get(key, -1):
+                self.commits[key] = seq
+                self.files.file(queue).append(aof.Commit(origin, seq))
+
     def _on_added(self, added: Added) -> None:
         held = self.held.get(added.queue, {}).get(added.id)
-        if held is not None and not held.committed:
-            held.committed = True
-            if held.copy.replicas != added.replicas:
-                held.copy = replace(held.copy, replicas=added.replicas)
-            if self.files is not None:
-                key = (added.queue, added.origin)
-                self.commits[key] = max(self.commits.get(key, -1), added.seq)
-                self.files.file(added.queue).append(aof.Commit(added.origin, added.seq))
+        if held is not None and held.copy.replicas != added.replicas:
+            held.copy = replace(held.copy, replicas=added.replicas)
+        self._commit(added.queue, added.origin, added.seq, added.id)
         heap = self.local if self.name in added.replicas else self.remote
         heapq.heappush(heap.setdefault(added.queue, []), (added.order, added.id))
         self._wake(added.queue)
