@@ -138,8 +138,10 @@ class PrimerNode:
         return Got(message_id, granted.payload, receipt)
 
     async def ack(self, queue: str, message_id: str, receipt: str) -> None:
-        """Delete a leased message on its replicas and broadcast the ACK. BadRequest (a
-        malformed receipt)."""
+        """Delete a leased message on its replicas and broadcast the ACK. Idempotent: an ack
+        of a message already acknowledged, or of one this node never heard of, is
+        broadcast all the same (the receipt names the replica that leased it; when it is out
+        of reach the broadcast settles it after the heal). BadRequest (a malformed receipt)."""
         await self.queues.ack(queue, message_id, receipt)
 
     async def release(self, queue: str, message_id: str, receipt: str) -> None:
