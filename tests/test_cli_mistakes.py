@@ -57,6 +57,10 @@ def wrote_no_run(results) -> bool:
     ("cassieq", "store=mongodb://x", "cassandra (the simulated Cassandra: sim world), sqlite"),
     ("cassieq", "cassandra_ghost_write_p=2", "a probability from 0 to 1"),
     ("cassieq", "api_nodes=0", "a whole number >= 1"),
+    ("primer", "replication=gossip", "sync (all at once) or chain"),
+    ("primer", "persistence=always", "off (memory only) or aof"),
+    ("primer", "nodes=0", "a whole number >= 1"),
+    ("primer", "replicas=4", "must be at most nodes=3"),
 ])
 def test_a_bad_option_is_a_usage_error_not_a_verdict(capsys, results, small, backend, option, allowed):
     key = option.partition("=")[0]
