@@ -224,3 +224,48 @@ def test_a_crash_of_every_node_with_files_loses_nothing_acknowledged(tmp_path, t
                  options={"replicas": 2, "persistence": "aof"})
     v = result.verdict
     assert v.lost == 0 and v.judgement.verdict == VALID and v.enqueued > 1000, v.judgement.reason
+
+
+def test_when_a_logs_head_is_down_an_appender_takes_over_after_the_last_offset_the_chain_holds():
+    world, nodes = SimWorld(seed=8), {}
+    start, _ = cluster(world, nodes, replicas=2)
+
+    async def main(rt):
+        await start(rt)
+        await nodes["n1"].create_log("audit", 3600)
+        await rt.sleep(0.1)
+        assert [await nodes["n1"].append("audit", b"a%d" % i) for i in range(5)] == [0, 1, 2, 3, 4]
+        chain = nodes["n1"].logs.ranges("audit")[0]["chain"]
+        assert chain[0] == "n1"
+        world.crash("n1")
+        await rt.sleep(1.0)  # n1 is down in the others' view
+        other = next(n for n in ("n2", "n3") if n != chain[1])
+        offset = await nodes[other].append("audit", b"after")
+        assert offset == 5  # after what the surviving chain member holds: nothing acknowledged is overwritten
+        await rt.sleep(0.2)
+        ranges = nodes[chain[1]].logs.ranges("audit")
+        assert [r["start"] for r in ranges] == [0, 5] and ranges[1]["chain"][0] == other
+        records = await nodes[chain[1]].read("audit", "g", 10)
+        assert [(r.offset, r.payload) for r in records] == [(i, b"a%d" % i) for i in range(5)] + [(5, b"after")]
+
+    world.run(main, until=30)
+
+
+def test_retention_drops_old_records_and_a_group_moves_past_them():
+    world, nodes = SimWorld(seed=9), {}
+    start, _ = cluster(world, nodes, replicas=3)
+
+    async def main(rt):
+        await start(rt)
+        await nodes["n1"].create_log("short", 2.0)
+        await rt.sleep(0.1)
+        for i in range(3):
+            await nodes["n1"].append("short", b"old%d" % i)
+        await rt.sleep(3.0)  # older than the retention; the tidy tick has run
+        await nodes["n1"].append("short", b"new")
+        await rt.sleep(0.1)
+        records = await nodes["n2"].read("short", "late", 10)
+        assert [(r.offset, r.payload) for r in records] == [(3, b"new")]
+        assert all(0 not in nodes[n].logs.records.get("short", {}) for n in NAMES)
+
+    world.run(main, until=30)

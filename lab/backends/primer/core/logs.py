@@ -202,9 +202,10 @@ class Logs:
 
     async def on_append(self, request: AppendRecord) -> int:
         """A chain member's append (a head forwards a new record here when it is not the head)."""
-        if request.offset < 0:
-            return await self.append(request.log, request.payload) if self._is_head(request.log) else \
-                self._refuse_not_head(request.log)
+        if request.offset < 0:  # an append forwarded to this node as the head
+            if not self._is_head(request.log):
+                raise Unavailable(f"{self.name} is not the head of log {request.log}'s range")
+            return await self.append(request.log, request.payload)
         self.records.setdefault(request.log, {})[request.offset] = (request.put_ns, request.payload)
         f = self._file(request.log)
         if f is not None:
@@ -225,9 +226,6 @@ class Logs:
     def _is_head(self, log: str) -> bool:
         ranges = self.ranges(log)
         return bool(ranges) and ranges[-1]["chain"][0] == self.name
-
-    def _refuse_not_head(self, log: str) -> int:
-        raise Unavailable(f"{self.name} is not the head of log {log}'s range")
 
     def _commit(self, log: str, offset: int, range_start: int) -> None:
         """Raise the high watermark over the contiguous committed offsets. A head's range

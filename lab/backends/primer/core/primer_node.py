@@ -198,7 +198,8 @@ class PrimerNode:
             task.cancel()
         self.tasks.clear()
         if self.store is not None:
-            for f in [*self.queues.files.files.values(), *self.logs.files.values()] if self.queues.files else []:
+            files = list(self.queues.files.files.values()) if self.queues.files else []
+            for f in files + list(self.logs.files.values()):
                 pending = f.sync()
                 if pending is not None:
                     await pending
