@@ -118,6 +118,27 @@ def test_a_released_message_can_be_got_again_at_once():
     run(exercise)
 
 
+def test_a_queue_fanned_out_to_groups_gives_each_group_every_message():
+    async def exercise(http: Client, nodes, world) -> None:
+        r = await http("PUT", "/queues/news/groups/mail")
+        assert (r.status, body(r)) == (201, {"queue": "news", "group": "mail"})
+        assert (await http("PUT", "/queues/news/groups/push", node="n2")).status == 201
+        await http.rt.sleep(0.5)
+        assert (await http("PUT", "/queues/news/groups/mail", node="n3")).status == 200  # it exists
+        message_id = body(await http("POST", "/queues/news/messages", b"story", node="n2"))["id"]
+        await http.rt.sleep(0.5)
+        for group in ("mail", "push"):
+            r = await http("GET", f"/queues/news?group={group}", node="n3")
+            assert body(r) == {"queue": "news", "group": group, "backlog": 1}
+            got = body(await http("GET", f"/queues/news/messages?group={group}", node="n3"))
+            assert got["id"] == f"{message_id}@{group}" and base64.b64decode(got["payload"]) == b"story"
+            r = await http("POST", f"/queues/news/messages/{quote(got['id'], safe='')}/ack", {"receipt": got["receipt"]})
+            assert r.status == 204
+        assert (await http("GET", "/queues/news/messages")).status == 204  # the queue itself kept no copy
+
+    run(exercise)
+
+
 def test_an_at_most_once_get_has_no_receipt_and_deletes_the_message():
     async def exercise(http: Client, nodes, world) -> None:
         await http("POST", "/queues/jobs/messages", b"once")
@@ -279,6 +300,11 @@ BAD_REQUESTS = [
     ("POST", "/logs/events/groups/g/checkpoint", {}, "offset"),
     ("POST", "/logs/events/groups/g/checkpoint", b"7", "object"),
     ("GET", "/cluster?verbose=1", b"", "verbose"),
+    # fan-out groups
+    ("PUT", "/queues/jobs/groups/a%20b", b"", "group"),
+    ("PUT", "/queues/jobs/groups/mail", b"x", "body"),
+    ("GET", "/queues/jobs/messages?group=a%40b", b"", "group"),
+    ("GET", "/queues/jobs?group=", b"", "group"),
 ]
 
 

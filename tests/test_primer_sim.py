@@ -269,3 +269,31 @@ def test_retention_drops_old_records_and_a_group_moves_past_them():
         assert all(0 not in nodes[n].logs.records.get("short", {}) for n in NAMES)
 
     world.run(main, until=30)
+
+
+def test_a_queue_fanned_out_to_groups_gives_every_group_every_message():
+    world, nodes = SimWorld(seed=10), {}
+    start, _ = cluster(world, nodes, replicas=2)
+
+    async def main(rt):
+        await start(rt)
+        await nodes["n1"].put("news", b"before")  # before any group: a plain message
+        assert nodes["n1"].add_group("news", "mail") is True
+        assert nodes["n1"].add_group("news", "push") is True
+        await rt.sleep(0.1)
+        assert nodes["n2"].add_group("news", "mail") is False  # the metadata reached n2
+        base = await nodes["n2"].put("news", b"story")
+        await rt.sleep(0.1)
+        assert nodes["n3"].backlog("news", "mail") == nodes["n3"].backlog("news", "push") == 1
+        for group in ("mail", "push"):
+            got = await nodes["n3"].get("news", group=group)
+            assert got.payload == b"story" and got.id == f"{base}@{group}"
+            await nodes["n1"].ack("news", got.id, got.receipt)  # the id says the lane
+        await rt.sleep(0.1)
+        assert [nodes[n].backlog("news", g) for n in NAMES for g in ("mail", "push")] == [0] * 6
+        plain = await nodes["n1"].get("news")
+        assert plain.payload == b"before"
+        with pytest.raises(Exception, match="bad group name"):
+            await nodes["n1"].get("news", group="no@pe")
+
+    world.run(main, until=30)

@@ -12,8 +12,8 @@ from typing import Any
 
 from lab.backends.primer.core import messages as m
 from lab.backends.primer.core.broadcast import Broadcast
-from lab.backends.primer.core.config import AOF, NodeConfig, check_name
-from lab.backends.primer.core.errors import BadRequest, NotFound
+from lab.backends.primer.core.config import AOF, NodeConfig
+from lab.backends.primer.core.errors import BadRequest
 from lab.backends.primer.core.index import MessageIndex
 from lab.backends.primer.core.logs import Logs
 from lab.backends.primer.core.membership import Membership
@@ -128,10 +128,12 @@ class PrimerNode:
             raise BadRequest("a message's payload is bytes")
         return await self.queues.put(queue, bytes(payload))
 
-    async def get(self, queue: str, wait: float = 0.0, at_most_once: bool = False) -> Got | None:
-        """The oldest message this node knows of in ``queue``, leased for ``config.lease``
-        seconds (``at_most_once``: deleted at once); None if none came within ``wait`` s."""
-        got = await self.queues.get(queue, wait, at_most_once)
+    async def get(self, queue: str, wait: float = 0.0, at_most_once: bool = False,
+                  group: str | None = None) -> Got | None:
+        """The oldest message this node knows of in ``queue`` (in ``group``'s copies, for a
+        queue fanned out to groups), leased for ``config.lease`` seconds (``at_most_once``:
+        deleted at once); None if none came within ``wait`` s."""
+        got = await self.queues.get(queue, wait, at_most_once, group)
         if got is None:
             return None
         message_id, receipt, granted = got
@@ -149,9 +151,15 @@ class PrimerNode:
         receipt), Conflict (the lease is over), Unavailable (its replica is out of reach)."""
         await self.queues.release(queue, message_id, receipt)
 
-    def backlog(self, queue: str) -> int:
-        """Messages of ``queue`` this node knows of and has not seen acknowledged."""
-        return self.queues.backlog(check_name("queue", queue))
+    def backlog(self, queue: str, group: str | None = None) -> int:
+        """Messages of ``queue`` (or of its ``group``'s copies) this node knows of and has not
+        seen acknowledged."""
+        return self.queues.backlog(queue, group)
+
+    def add_group(self, queue: str, group: str) -> bool:
+        """Fan ``queue`` out to ``group``: every later put stores one copy per group, and each
+        group's consumers get every message (``get(..., group=…)``). True if it is new."""
+        return self.queues.add_group(queue, group)
 
     # ------------------------------------------------------------------ logs
     async def create_log(self, name: str, retention_s: float) -> bool:

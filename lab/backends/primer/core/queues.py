@@ -35,6 +35,7 @@ from lab.backends.primer.core.messages import AckMessage, Claim, Copy, DropCopy,
 from lab.backends.primer.core.metadata import Metadata
 from lab.runtime import CallTimeout, Cancelled, RemoteError, Runtime, Unreachable
 
+GROUP_SEP = "@"  # a fan-out group's lane: queue@group
 MAX_CLAIMS = 8  # claims one get tries before it says "nothing"
 RETRY_UNREACHABLE = 0.2  # seconds a message with no reachable replica is set aside
 
@@ -122,7 +123,35 @@ class Queues:
                     self.index.merge("", Added(queue, put.id, copy.replicas, put.put_ns, put.origin, put.seq))
 
     # ------------------------------------------------------------------ put
+    # ------------------------------------------------------------------ fan-out groups
+    def lane(self, queue: str, group: str | None = None) -> str:
+        """Where a queue's messages for ``group`` live: ``queue@group`` (``@`` is not allowed
+        in names, so a group's lane never meets a queue of its own), or the queue itself."""
+        check_name("queue", queue)
+        return queue if group is None else f"{queue}{GROUP_SEP}{check_name('group', group)}"
+
+    def lane_of(self, queue: str, message_id: str) -> str:
+        """The lane a message id belongs to (a group's copy carries ``@group``)."""
+        base, sep, group = message_id.rpartition(GROUP_SEP) if isinstance(message_id, str) else ("", "", "")
+        return self.lane(queue, group if sep and base else None)
+
+    def groups(self, queue: str) -> list[str]:
+        prefix = f"group/{queue}/"
+        return [key[len(prefix):] for key in self.meta.keys(prefix)]
+
+    def add_group(self, queue: str, group: str) -> bool:
+        """Fan ``queue`` out to ``group`` (slide S12: "groups" to fan out): from now on every
+        put into the queue stores one copy per group, each consumed on its own. True if new."""
+        self.lane(queue, group)
+        key = f"group/{queue}/{group}"
+        if self.meta.get(key) is not None:
+            return False
+        self.broadcast.broadcast(self.meta.name, self.meta.entry(key, {"created_ns": self.rt.now_ns()}))
+        return True
+
+    # ------------------------------------------------------------------ put
     async def put(self, queue: str, payload: bytes) -> str:
+        """The message's id; with fan-out groups, each group's copy has the id ``<id>@<group>``."""
         check_name("queue", queue)
         self.seq += 1
         message_id = f"{self.name}.{self.nonce}.{self.seq}"
@@ -131,12 +160,20 @@ class Queues:
             self.dropped += 1
             return message_id
         self._create(target)
+        groups = self.groups(target)
+        if not groups:
+            await self._put(target, message_id, self.seq, payload)
+        for group in groups:  # one replicated put per group; a failure leaves the earlier groups' copies
+            await self._put(self.lane(target, group), f"{message_id}{GROUP_SEP}{group}", self.seq, payload)
+        return message_id
+
+    async def _put(self, queue: str, message_id: str, seq: int, payload: bytes) -> None:
         w = self.config.replicas
         peers = self.membership.up_peers()
         self.rt.random.shuffle(peers)
         if len(peers) < w - 1:
             raise Unavailable(f"replicas={w}, but only {len(peers) + 1} members are up here")
-        copy = Copy(target, message_id, self.name, self.seq, self.rt.now_ns(), (self.name, *peers[:w - 1]), payload)
+        copy = Copy(queue, message_id, self.name, seq, self.rt.now_ns(), (self.name, *peers[:w - 1]), payload)
         self._store(copy)
         try:
             if self.config.replication == CHAIN:
@@ -144,12 +181,11 @@ class Queues:
             else:
                 replicas = await self._sync(copy, peers[w - 1:])
         except Unavailable:
-            self._drop(target, message_id)
+            self._drop(queue, message_id)
             raise
-        self._commit(target, self.name, copy.seq, message_id)
-        await self._settle(target)  # the copy and its commit are durable before the put is acknowledged
-        self.broadcast.broadcast(self.index.name, Added(target, message_id, replicas, copy.put_ns, self.name, self.seq))
-        return message_id
+        self._commit(queue, self.name, seq, message_id)
+        await self._settle(queue)  # the copy and its commit are durable before the put is acknowledged
+        self.broadcast.broadcast(self.index.name, Added(queue, message_id, replicas, copy.put_ns, self.name, seq))
 
     async def _sync(self, copy: Copy, spares: list[str]) -> tuple[str, ...]:
         replicas = list(copy.replicas)
@@ -264,8 +300,9 @@ class Queues:
         self._drop(acked.queue, acked.id)
 
     # ------------------------------------------------------------------ get
-    async def get(self, queue: str, wait: float = 0.0, at_most_once: bool = False) -> tuple[str, str | None, Granted] | None:
-        check_name("queue", queue)
+    async def get(self, queue: str, wait: float = 0.0, at_most_once: bool = False,
+                  group: str | None = None) -> tuple[str, str | None, Granted] | None:
+        queue = self.lane(queue, group)
         deadline = self.rt.now() + wait
         while True:
             got = await self._try_get(queue, at_most_once)
@@ -381,7 +418,7 @@ class Queues:
         return granter, token
 
     async def ack(self, queue: str, message_id: str, receipt: str) -> None:
-        check_name("queue", queue)
+        queue = self.lane_of(queue, message_id)
         granter, token = self.parse_receipt(receipt)
         request = AckMessage(queue, message_id, token)
         if granter == self.name:
@@ -391,7 +428,7 @@ class Queues:
         self.broadcast.broadcast(self.index.name, Acked(queue, message_id))
 
     async def release(self, queue: str, message_id: str, receipt: str) -> None:
-        check_name("queue", queue)
+        queue = self.lane_of(queue, message_id)
         granter, token = self.parse_receipt(receipt)
         request = AckMessage(queue, message_id, token, release=True)
         if granter == self.name:
@@ -429,10 +466,11 @@ class Queues:
         self._wake(queue)
 
     # ------------------------------------------------------------------ housekeeping
-    def backlog(self, queue: str) -> int:
-        return len(self.index.live(queue))
+    def backlog(self, queue: str, group: str | None = None) -> int:
+        return len(self.index.live(self.lane(queue, group)))
 
     def queue_names(self) -> list[str]:
+        """Queues and fan-out lanes (``queue@group``) this node knows of."""
         return sorted({key[len("queue/"):] for key in self.meta.keys("queue/")} | set(self.index.entries))
 
     def tidy(self) -> None:

@@ -125,6 +125,11 @@ def _b64(payload: bytes) -> str:
     return base64.b64encode(payload).decode("ascii")
 
 
+def _group_query(query: dict[str, str]) -> str | None:
+    """The ``group`` query parameter, checked as a name, or None."""
+    return None if "group" not in query else check_name("group", query["group"])
+
+
 # -- the API ----------------------------------------------------------------------------------
 
 class PrimerApi:
@@ -144,6 +149,7 @@ class PrimerApi:
             ("POST", "/queues/{queue}/messages/{id}/ack", self.ack),
             ("POST", "/queues/{queue}/messages/{id}/release", self.release),
             ("GET", "/queues/{queue}", self.queue),
+            ("PUT", "/queues/{queue}/groups/{group}", self.add_group),
             ("PUT", "/logs/{log}", self.create_log),
             ("POST", "/logs/{log}/records", self.append),
             ("GET", "/logs/{log}/records", self.read),
@@ -161,12 +167,13 @@ class PrimerApi:
 
     async def get(self, request: Request) -> Response:
         queue = check_name("queue", request.params["queue"])
-        query = _query(request, ("wait", "mode"))
+        query = _query(request, ("wait", "mode", "group"))
         wait = _wait_query(query)
         mode = query.get("mode", AT_LEAST_ONCE)
         if mode not in (AT_MOST_ONCE, AT_LEAST_ONCE):
             raise BadInput(f"mode={mode[:40]!r}: use {AT_MOST_ONCE} or {AT_LEAST_ONCE}")
-        got = await self.node.get(queue, wait, at_most_once=mode == AT_MOST_ONCE)
+        group = _group_query(query)
+        got = await self.node.get(queue, wait, at_most_once=mode == AT_MOST_ONCE, group=group)
         if got is None:
             return Response(204)
         return json_response({"id": got.id, "payload": _b64(got.payload), "receipt": got.receipt})
@@ -189,8 +196,20 @@ class PrimerApi:
 
     async def queue(self, request: Request) -> Response:
         queue = check_name("queue", request.params["queue"])
+        group = _group_query(_query(request, ("group",)))
+        body: dict[str, Any] = {"queue": queue, "backlog": self.node.backlog(queue, group)}
+        if group is not None:
+            body["group"] = group
+        return json_response(body)
+
+    async def add_group(self, request: Request) -> Response:
+        queue = check_name("queue", request.params["queue"])
+        group = check_name("group", request.params["group"])
         _query(request, ())
-        return json_response({"queue": queue, "backlog": self.node.backlog(queue)})
+        if request.body:
+            raise BadInput("the request takes no body")
+        created = self.node.add_group(queue, group)
+        return json_response({"queue": queue, "group": group}, 201 if created else 200)
 
     # -- logs
 
