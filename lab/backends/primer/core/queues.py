@@ -7,7 +7,8 @@ ack or a release is settled on the message's replicas and the ACK broadcast.
   fails is replaced by a spare up peer, once); ``chain``: N -> r2 -> … -> tail, each
   passing the copy on, and the tail's answer travels back. With persistence, every
   replica fsyncs its copy before it answers. Then N broadcasts ``Added`` and answers.
-  Copies stay invisible until ``Added`` reaches them (what the high watermark marks).
+  Copies stay invisible until ``Added`` reaches them (what the high watermark marks); a
+  copy still uncommitted after a grace is published by its replica (``tidy``).
 - **Get** on node N: the oldest message of the queue N knows of, preferring messages N
   holds a copy of ("reads are local"). The claim goes to the message's first replica that
   is up — the same one for every claimer while nothing fails, so a message is leased
@@ -36,6 +37,8 @@ from lab.backends.primer.core.metadata import Metadata
 from lab.runtime import CallTimeout, Cancelled, RemoteError, Runtime, Unreachable
 
 GROUP_SEP = "@"  # a fan-out group's lane: queue@group
+#: timeouts after which a replica publishes a copy nobody committed (``Queues.tidy``)
+ORPHAN_GRACE = 2
 MAX_CLAIMS = 8  # claims one get tries before it says "nothing"
 RETRY_UNREACHABLE = 0.2  # seconds a message with no reachable replica is set aside
 
@@ -101,7 +104,7 @@ class Queues:
     # ------------------------------------------------------------------ recovery
     def recover(self) -> None:
         """Load every queue file: committed copies go back into the index (anti-entropy then
-        tells the other nodes), uncommitted ones wait for an ``Added`` or expire."""
+        tells the other nodes), uncommitted ones wait for an ``Added`` (or ``tidy`` publishes them)."""
         if self.files is None:
             return
         for queue in self.files.queues():
@@ -474,13 +477,20 @@ class Queues:
         return sorted({key[len("queue/"):] for key in self.meta.keys("queue/")} | set(self.index.entries))
 
     def tidy(self) -> None:
-        """Drop copies never committed (their put failed) and compact files mostly dead."""
-        horizon = self.rt.now() - 10 * self.config.timeout * max(1, self.config.replicas)
+        """Publish orphaned copies, and compact files mostly dead.
+
+        A copy nobody committed within ``ORPHAN_GRACE`` timeouts is published by its replica:
+        the node that took the put may have crashed (or been cut off) between its answer to
+        the client and its ``Added`` broadcast, and the put may have been acknowledged. A
+        put that failed told its replicas to drop their copies; if that was lost too, the
+        message appears all the same — the client was told the outcome is unknown (503)."""
+        horizon = self.rt.now() - ORPHAN_GRACE * self.config.timeout
         for queue, held in self.held.items():
-            stale = [i for i, h in held.items() if not h.committed and h.stored_at < horizon
-                     and self.index.known(i, queue) is None]
-            for message_id in stale:
-                self._drop(queue, message_id)
+            orphans = [h.copy for i, h in held.items() if not h.committed and h.stored_at < horizon
+                       and self.index.known(i, queue) is None and not self.index.acked(i)]
+            for copy in orphans:
+                self.broadcast.broadcast(self.index.name, Added(queue, copy.id, copy.replicas, copy.put_ns,
+                                                                copy.origin, copy.seq))
         if self.files is not None:
             for queue, dead in self.files.dead.items():
                 live = self.held.get(queue, {})
