@@ -36,7 +36,7 @@ def cluster(world: SimWorld, nodes: dict, routes=None, **settings):
 
 
 def held_on(nodes: dict, queue: str, message_id: str) -> list[str]:
-    return [name for name, node in sorted(nodes.items()) if message_id in node.queues.held.get(queue, {})]
+    return [name for name, node in sorted(nodes.items()) if message_id in node.queues.replica.held.get(queue, {})]
 
 
 @pytest.mark.parametrize("replication", ["sync", "chain"])
@@ -86,12 +86,12 @@ def test_chain_replicas_store_the_messages_of_one_chain_in_put_order():
         await start(rt)
         tasks = [rt.spawn(nodes["n2"].put("q", b"%03d" % i)) for i in range(40)]  # concurrent puts
         ids = sorted([await t for t in tasks], key=lambda i: int(i.rsplit(".", 1)[1]))  # the head's put order
-        chains = {i: nodes["n2"].queues.held["q"][i].copy.replicas for i in ids}
+        chains = {i: nodes["n2"].queues.replica.held["q"][i].copy.replicas for i in ids}
         assert len(set(chains.values())) == 2  # n2 first, then n1 and n3 in either order
         for chain in set(chains.values()):
             mine = [i for i in ids if chains[i] == chain]
             for name in chain:
-                assert [i for i in nodes[name].queues.held["q"] if chains[i] == chain] == mine, (chain, name)
+                assert [i for i in nodes[name].queues.replica.held["q"] if chains[i] == chain] == mine, (chain, name)
 
     world.run(main, until=30)
 

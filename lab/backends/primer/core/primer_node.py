@@ -64,7 +64,7 @@ class PrimerNode:
     async def start(self) -> None:
         """Recover the node's files (persistence aof), answer peers, start the ticks, and
         catch up with every peer at once (after a restart the index is rebuilt from them)."""
-        self.queues.recover()
+        self.queues.replica.recover()
         self.logs.recover()
         await self.rt.net.serve(self.handle)
         for loop, name in ((self.membership.run(), "beats"), (self.broadcast.lazy_loop(), "i-have"),
@@ -99,15 +99,15 @@ class PrimerNode:
         elif kind is m.Deliver:
             self.broadcast.on_deliver(source, message)
         elif kind is m.StoreCopy:
-            return await self.queues.on_store(message)
+            return await self.queues.replica.on_store(message)
         elif kind is m.DropCopy:
-            self.queues.on_drop(message)
+            self.queues.replica.on_drop(message)
         elif kind is m.Claim:
-            return self.queues.on_claim(message)
+            return self.queues.replica.on_claim(message)
         elif kind is m.LeaseNote:
-            self.queues.on_lease(message)
+            self.queues.replica.on_lease(message)
         elif kind is m.AckMessage:
-            return self.queues.on_ack(message)
+            return self.queues.replica.on_ack(message)
         elif kind is m.AppendRecord:
             return await self.logs.on_append(message)
         elif kind is m.LastOffset:
@@ -206,7 +206,8 @@ class PrimerNode:
             task.cancel()
         self.tasks.clear()
         if self.store is not None:
-            files = list(self.queues.files.files.values()) if self.queues.files else []
+            replica_files = self.queues.replica.files
+            files = list(replica_files.files.values()) if replica_files else []
             for f in files + list(self.logs.files.values()):
                 pending = f.sync()
                 if pending is not None:

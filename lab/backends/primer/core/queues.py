@@ -16,6 +16,7 @@ ack or a release is settled on the message's replicas and the ACK broadcast.
   serve, and a message may be delivered on each (a duplicate, which at-least-once permits).
 - **Ack**: told to the replica that granted the lease, then broadcast, so every node and
   replica drops it; the broadcast alone settles it when that replica is out of reach.
+- A replica's side of all this — its copies, leases and files — is ``replica``.
 - A message none of whose replicas still has it (all crashed without persistence) is
   dropped from the index once every replica answers that it does not know it.
 """
@@ -23,62 +24,22 @@ ack or a release is settled on the message's replicas and the ACK broadcast.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
-from lab.backends.primer.core import aof
 from lab.backends.primer.core.broadcast import Broadcast
-from lab.backends.primer.core.config import AOF, CHAIN, NodeConfig, check_name
+from lab.backends.primer.core.config import CHAIN, NodeConfig, check_name
 from lab.backends.primer.core.errors import BadRequest, Conflict, Unavailable
 from lab.backends.primer.core.index import Acked, Added, MessageIndex
 from lab.backends.primer.core.membership import Membership
-from lab.backends.primer.core.messages import AckMessage, Claim, Copy, DropCopy, LeaseNote, StoreCopy
+from lab.backends.primer.core.messages import AckMessage, Claim, Copy, DropCopy, StoreCopy
 from lab.backends.primer.core.metadata import Metadata
-from lab.runtime import CallTimeout, Cancelled, RemoteError, Runtime, Unreachable
+from lab.backends.primer.core.replica import Granted, Replica
+from lab.runtime import CallTimeout, RemoteError, Runtime, Unreachable
 
 GROUP_SEP = "@"  # a fan-out group's lane: queue@group
-#: timeouts after which a replica publishes a copy nobody committed (``Queues.tidy``)
-ORPHAN_GRACE = 2
 MAX_CLAIMS = 8  # claims one get tries before it says "nothing"
 RETRY_UNREACHABLE = 0.2  # seconds a message with no reachable replica is set aside
-
-
-@dataclass
-class Held:
-    """This node's copy of a message, and the lease this replica knows of."""
-
-    copy: Copy
-    committed: bool = False
-    lease_until: float = 0.0
-    token: str = ""
-    stored_at: float = 0.0
-
-
-@dataclass(frozen=True)
-class Granted:
-    payload: bytes
-    token: str | None
-    until: float
-
-
-class QueueFiles:
-    """The append-only file of each queue on this node (persistence aof)."""
-
-    def __init__(self, store: Any):
-        self.store = store
-        self.files: dict[str, aof.AofFile] = {}
-        self.dead: dict[str, int] = {}
-
-    def file(self, queue: str) -> aof.AofFile:
-        f = self.files.get(queue)
-        if f is None:
-            f = self.files[queue] = aof.AofFile(self.store, f"queue.{queue}.aof")
-            self.dead[queue] = 0
-        return f
-
-    def queues(self) -> list[str]:
-        return sorted(name[len("queue."):-len(".aof")] for name in self.store.names()
-                      if name.startswith("queue.") and name.endswith(".aof"))
 
 
 class Queues:
@@ -88,9 +49,7 @@ class Queues:
         self.name = config.name
         self.membership, self.broadcast, self.meta, self.index = membership, broadcast, meta, index
         self.routes = routes
-        self.files = QueueFiles(store) if config.persistence == AOF else None
-        self.held: dict[str, dict[str, Held]] = {}  # queue -> id -> this replica's copy
-        self.commits: dict[tuple[str, str], int] = {}  # (queue, origin) -> highest committed seq known here
+        self.replica = Replica(rt, config, broadcast, index, store, self._requeue)
         self.local: dict[str, list] = {}  # queue -> heap of (order, id): messages this node is a replica of
         self.remote: dict[str, list] = {}  # queue -> heap of (order, id): the others
         self.deferred: dict[str, list] = {}  # queue -> heap of (until, order, id): leased or out of reach
@@ -101,31 +60,6 @@ class Queues:
         index.on_added = self._on_added
         index.on_acked = self._on_acked
 
-    # ------------------------------------------------------------------ recovery
-    def recover(self) -> None:
-        """Load every queue file: committed copies go back into the index (anti-entropy then
-        tells the other nodes), uncommitted ones wait for an ``Added`` (or ``tidy`` publishes them)."""
-        if self.files is None:
-            return
-        for queue in self.files.queues():
-            puts: dict[str, aof.Put] = {}
-            for record in self.files.file(queue).recover():
-                if isinstance(record, aof.Put):
-                    puts[record.id] = record
-                elif isinstance(record, aof.Ack):
-                    puts.pop(record.id, None)
-                    self.index.tombstones[record.id] = self.rt.now()
-                elif isinstance(record, aof.Commit):
-                    key = (queue, record.origin)
-                    self.commits[key] = max(self.commits.get(key, -1), record.seq)
-            held = self.held.setdefault(queue, {})
-            for put in puts.values():
-                copy = Copy(queue, put.id, put.origin, put.seq, put.put_ns, tuple(put.replicas), put.payload)
-                held[put.id] = Held(copy, stored_at=self.rt.now())
-                if put.seq <= self.commits.get((queue, put.origin), -1):
-                    self.index.merge("", Added(queue, put.id, copy.replicas, put.put_ns, put.origin, put.seq))
-
-    # ------------------------------------------------------------------ put
     # ------------------------------------------------------------------ fan-out groups
     def lane(self, queue: str, group: str | None = None) -> str:
         """Where a queue's messages for ``group`` live: ``queue@group`` (``@`` is not allowed
@@ -177,17 +111,17 @@ class Queues:
         if len(peers) < w - 1:
             raise Unavailable(f"replicas={w}, but only {len(peers) + 1} members are up here")
         copy = Copy(queue, message_id, self.name, seq, self.rt.now_ns(), (self.name, *peers[:w - 1]), payload)
-        self._store(copy)
+        self.replica.store(copy)
         try:
             if self.config.replication == CHAIN:
                 replicas = await self._chain(copy)
             else:
                 replicas = await self._sync(copy, peers[w - 1:])
         except Unavailable:
-            self._drop(queue, message_id)
+            self.replica.drop(queue, message_id)
             raise
-        self._commit(queue, self.name, seq, message_id)
-        await self._settle(queue)  # the copy and its commit are durable before the put is acknowledged
+        self.replica.commit(queue, self.name, seq, message_id)
+        await self.replica.settle(queue)  # the copy and its commit are durable before the put is acknowledged
         self.broadcast.broadcast(self.index.name, Added(queue, message_id, replicas, copy.put_ns, self.name, seq))
 
     async def _sync(self, copy: Copy, spares: list[str]) -> tuple[str, ...]:
@@ -236,71 +170,14 @@ class Queues:
             self.broadcast.broadcast(self.meta.name, self.meta.entry(key, {"created_ns": self.rt.now_ns()}))
 
     # ------------------------------------------------------------------ a replica's copies
-    def _store(self, copy: Copy) -> None:
-        held = self.held.setdefault(copy.queue, {})
-        if copy.id in held or self.index.acked(copy.id):
-            return
-        held[copy.id] = Held(copy, stored_at=self.rt.now())
-        if self.files is not None:
-            self.files.file(copy.queue).append(aof.Put(copy.id, copy.origin, copy.seq, copy.put_ns,
-                                                       copy.replicas, copy.payload))
-
-    async def _settle(self, queue: str) -> None:
-        if self.files is not None:
-            pending = self.files.file(queue).sync()
-            if pending is not None:
-                await pending
-
-    def _drop(self, queue: str, message_id: str) -> None:
-        held = self.held.get(queue, {}).pop(message_id, None)
-        if held is not None and self.files is not None:
-            self.files.file(queue).append(aof.Ack(message_id))
-            self.files.dead[queue] += 2
-
-    async def on_store(self, message: StoreCopy) -> bool:
-        """A replica's half of a put (and, in a chain, the rest of the chain's)."""
-        copy = message.copy
-        self._store(copy)
-        if message.chain:
-            try:
-                await self.rt.net.call(message.chain[0], StoreCopy(copy, message.chain[1:]),
-                                       self.config.timeout * len(message.chain))
-            except (CallTimeout, Unreachable, RemoteError):
-                self._drop(copy.queue, copy.id)
-                raise Unavailable(f"{self.name}: the chain broke after this node")
-        await self._settle(copy.queue)
-        return True
-
-    def on_drop(self, message: DropCopy) -> None:
-        held = self.held.get(message.queue, {}).get(message.id)
-        if held is not None and not held.committed:
-            self._drop(message.queue, message.id)
-
-    def _commit(self, queue: str, origin: str, seq: int, message_id: str) -> None:
-        """This node's copy is visible: W replicas hold it. With files, the queue's high
-        watermark for ``origin`` moves up to ``seq`` (a recovery makes copies at or below
-        it visible again; those above wait for the cluster to say)."""
-        held = self.held.get(queue, {}).get(message_id)
-        if held is None or held.committed:
-            return
-        held.committed = True
-        if self.files is not None:
-            key = (queue, origin)
-            if seq > self.commits.get(key, -1):
-                self.commits[key] = seq
-                self.files.file(queue).append(aof.Commit(origin, seq))
-
     def _on_added(self, added: Added) -> None:
-        held = self.held.get(added.queue, {}).get(added.id)
-        if held is not None and held.copy.replicas != added.replicas:
-            held.copy = replace(held.copy, replicas=added.replicas)
-        self._commit(added.queue, added.origin, added.seq, added.id)
+        self.replica.on_added(added)
         heap = self.local if self.name in added.replicas else self.remote
         heapq.heappush(heap.setdefault(added.queue, []), (added.order, added.id))
         self._wake(added.queue)
 
     def _on_acked(self, acked: Acked) -> None:
-        self._drop(acked.queue, acked.id)
+        self.replica.drop(acked.queue, acked.id)
 
     # ------------------------------------------------------------------ get
     async def get(self, queue: str, wait: float = 0.0, at_most_once: bool = False,
@@ -379,38 +256,11 @@ class Queues:
 
     async def _claim_at(self, replica: str, claim: Claim) -> Any:
         if replica == self.name:
-            return self.on_claim(claim)
+            return self.replica.on_claim(claim)
         try:
             return await self.rt.net.call(replica, claim, self.config.timeout)
         except (CallTimeout, Unreachable, RemoteError):
             return ("unreachable",)
-
-    def on_claim(self, claim: Claim) -> Any:
-        """A replica leases (or gives up, at most once) its copy: ``Granted`` or a reason."""
-        held = self.held.get(claim.queue, {}).get(claim.id)
-        if held is None:
-            return ("acked",) if self.index.acked(claim.id) else ("unknown",)
-        now = self.rt.now()
-        if held.lease_until > now:
-            return ("leased", held.lease_until)
-        held.committed = True  # a claim comes from a node that saw the message's Added
-        if claim.at_most_once:
-            self.broadcast.broadcast(self.index.name, Acked(claim.queue, claim.id))
-            return Granted(held.copy.payload, None, 0.0)
-        held.token = f"{self.rt.random.getrandbits(48):012x}"
-        held.lease_until = now + claim.lease
-        note = LeaseNote(claim.queue, claim.id, held.token, held.lease_until)
-        for peer in held.copy.replicas:
-            if peer != self.name:
-                self.rt.net.send(peer, note)
-        return Granted(held.copy.payload, held.token, held.lease_until)
-
-    def on_lease(self, note: LeaseNote) -> None:
-        held = self.held.get(note.queue, {}).get(note.id)
-        if held is not None:
-            held.lease_until, held.token = note.until, note.token
-        if note.until == 0:
-            self._requeue(note.queue, note.id)
 
     # ------------------------------------------------------------------ ack and release
     @staticmethod
@@ -425,7 +275,7 @@ class Queues:
         granter, token = self.parse_receipt(receipt)
         request = AckMessage(queue, message_id, token)
         if granter == self.name:
-            self.on_ack(request)
+            self.replica.on_ack(request)
         else:
             await self._call(granter, request)  # out of reach: the broadcast settles it
         self.broadcast.broadcast(self.index.name, Acked(queue, message_id))
@@ -435,7 +285,7 @@ class Queues:
         granter, token = self.parse_receipt(receipt)
         request = AckMessage(queue, message_id, token, release=True)
         if granter == self.name:
-            released = self.on_ack(request)
+            released = self.replica.on_ack(request)
         else:
             try:
                 released = await self.rt.net.call(granter, request, self.config.timeout)
@@ -444,23 +294,6 @@ class Queues:
         if not released:
             raise Conflict(f"message {message_id}: the lease {receipt} is over (expired, acked or released)")
         self._requeue(queue, message_id)  # this node may have set it aside as leased
-
-    def on_ack(self, request: AckMessage) -> bool:
-        """On the granting replica: an ack drops the copy (the broadcast tells the others);
-        a release ends the lease if it is still this one."""
-        held = self.held.get(request.queue, {}).get(request.id)
-        if not request.release:
-            self.index.merge("", Acked(request.queue, request.id))
-            return True
-        if held is None or held.token != request.token or held.lease_until <= self.rt.now():
-            return False
-        held.lease_until = 0.0
-        note = LeaseNote(request.queue, request.id, held.token, 0.0)
-        for peer in held.copy.replicas:
-            if peer != self.name:
-                self.rt.net.send(peer, note)
-        self._requeue(request.queue, request.id)
-        return True
 
     def _requeue(self, queue: str, message_id: str) -> None:
         added = self.index.known(message_id, queue)
@@ -477,31 +310,8 @@ class Queues:
         return sorted({key[len("queue/"):] for key in self.meta.keys("queue/")} | set(self.index.entries))
 
     def tidy(self) -> None:
-        """Publish orphaned copies, and compact files mostly dead.
-
-        A copy nobody committed within ``ORPHAN_GRACE`` timeouts is published by its replica:
-        the node that took the put may have crashed (or been cut off) between its answer to
-        the client and its ``Added`` broadcast, and the put may have been acknowledged. A
-        put that failed told its replicas to drop their copies; if that was lost too, the
-        message appears all the same — the client was told the outcome is unknown (503)."""
-        horizon = self.rt.now() - ORPHAN_GRACE * self.config.timeout
-        for queue, held in self.held.items():
-            orphans = [h.copy for i, h in held.items() if not h.committed and h.stored_at < horizon
-                       and self.index.known(i, queue) is None and not self.index.acked(i)]
-            for copy in orphans:
-                self.broadcast.broadcast(self.index.name, Added(queue, copy.id, copy.replicas, copy.put_ns,
-                                                                copy.origin, copy.seq))
-        if self.files is not None:
-            for queue, dead in self.files.dead.items():
-                live = self.held.get(queue, {})
-                if dead > 10_000 and dead > 2 * len(live):
-                    pending = self.files.file(queue).compact(self._live_records(queue))
-                    if pending is not None:
-                        self.rt.spawn(pending, name=f"compact {queue}")
-                    self.files.dead[queue] = 0
-
-    def _live_records(self, queue: str) -> list[Any]:
-        records: list[Any] = [aof.Put(h.copy.id, h.copy.origin, h.copy.seq, h.copy.put_ns, h.copy.replicas,
-                                      h.copy.payload) for h in self.held.get(queue, {}).values()]
-        records += [aof.Commit(origin, seq) for (q, origin), seq in sorted(self.commits.items()) if q == queue]
-        return records
+        """Publish the replica's orphaned copies (``Replica.orphans``) and compact its files."""
+        for copy in self.replica.orphans():
+            self.broadcast.broadcast(self.index.name, Added(copy.queue, copy.id, copy.replicas, copy.put_ns,
+                                                            copy.origin, copy.seq))
+        self.replica.compact()
