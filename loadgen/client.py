@@ -1,0 +1,57 @@
+"""What a design gives the load generator: a gevent-safe blocking client of its real wire
+protocol (``LoadClient``), made by its module in ``loadgen/designs/`` from the addresses of
+the servers under load.
+
+Each design module ``loadgen/designs/<name>.py`` defines
+
+    def make_client(targets: Targets, options: dict, reliable: bool, user: int) -> LoadClient
+
+``targets`` maps each server node to its named ports' addresses (``{"n1": {"http":
+"127.0.0.1:41234"}}``); ``options`` are the design's checked options (``lab backends``);
+``user`` numbers the Locust user (a client may spread its users over the nodes). The
+client raises ``Refused`` when the server definitely did not do the operation (a 4xx, a
+memcache ``CLIENT_ERROR``/``NOT_STORED``) and anything else when the outcome is unknown (a
+timeout, a cut connection, a 5xx), as the runner's clients do.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Mapping, Protocol
+
+Targets = Mapping[str, Mapping[str, str]]
+
+
+class Refused(Exception):
+    """The server definitely did not do it: the sample's outcome is ``fail``."""
+
+
+class LoadClient(Protocol):
+    def put(self, queue: str, body: bytes) -> None: ...
+
+    def get(self, queue: str) -> tuple[bytes, Any] | None:
+        """A message's body and what ``ack``/``release`` need (None when it was taken for
+        good, at most once); None when there is none now."""
+
+    def ack(self, queue: str, token: Any) -> None: ...
+
+    def release(self, queue: str, token: Any) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def client_factory(backend: str):
+    """The design's ``make_client``; ValueError naming the designs that have one."""
+    try:
+        module = importlib.import_module(f"loadgen.designs.{backend}")
+    except ModuleNotFoundError:
+        from pathlib import Path
+
+        have = sorted(p.stem for p in (Path(__file__).parent / "designs").glob("*.py") if p.stem != "__init__")
+        raise ValueError(f"no load generator for {backend!r} (there is one for: {', '.join(have)})") from None
+    return module.make_client
+
+
+def split_address(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host, int(port)

@@ -1,0 +1,1 @@
+"""One module per design: ``make_client(targets, options, reliable, user) -> LoadClient``."""

@@ -1,0 +1,79 @@
+"""The request listener: every request a lab user makes, as one row of the lab's sample
+schema (``lab.record.SAMPLE_SCHEMA``), at nanosecond resolution, written to Parquet in
+batches by each Locust process — nothing is held for the whole run.
+
+Locust's own statistics round response times under 100 ms to whole milliseconds; a
+queue's p50 is a few hundred microseconds, so the lab keeps its own rows beside Locust's
+CSVs. A user fires ``events.request`` with a ``context`` carrying the row's fields (op,
+queue, msg_id, start, node, client, outcome); ``Sink.on_request`` writes them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lab.record import SAMPLE_SCHEMA
+
+BATCH = 20_000  # rows per Parquet row group: a worker's memory stays small whatever the run's length
+_ROW = ("node", "client", "op", "queue", "msg_id", "t_start_ns", "latency_ns", "outcome", "error", "bytes",
+        "phase", "delay_ns")
+
+
+class Sink:
+    """One process's rows, flushed to ``<folder>/samples-<pid>.parquet`` every ``BATCH`` rows."""
+
+    def __init__(self, folder: Path, run_id: str, backend: str, scenario: str, batch: int = BATCH):
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / f"samples-{os.getpid()}.parquet"
+        self.run = {"run_id": run_id, "world": "live", "backend": backend, "scenario": scenario}
+        self.batch = batch
+        self.columns: dict[str, list] = {name: [] for name in _ROW}
+        self.rows = 0
+        self._writer: pq.ParquetWriter | None = None
+
+    def on_request(self, request_type: str, name: str, response_time: float, response_length: int,
+                   exception: BaseException | None = None, context: dict[str, Any] | None = None,
+                   **_: Any) -> None:
+        """Locust's request event; rows only for requests a lab user fired (``context["lab"]``)."""
+        if not context or "lab" not in context:
+            return
+        row = context["lab"]
+        self.add(row["node"], row["client"], row["op"], row["queue"], row.get("msg_id"), row["t_start_ns"],
+                 row["latency_ns"], row["outcome"], row.get("error"), response_length, None, row.get("delay_ns"))
+
+    def add(self, *values: Any) -> None:
+        for name, value in zip(_ROW, values):
+            self.columns[name].append(value)
+        self.rows += 1
+        if len(self.columns["op"]) >= self.batch:
+            self.flush()
+
+    def flush(self) -> None:
+        n = len(self.columns["op"])
+        if n == 0:
+            return
+        arrays = [pa.array([self.run[f.name]] * n, f.type) if f.name in self.run
+                  else pa.array(self.columns[f.name], f.type) for f in SAMPLE_SCHEMA]
+        table = pa.Table.from_arrays(arrays, schema=SAMPLE_SCHEMA)
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self.path, SAMPLE_SCHEMA, compression="zstd")
+        self._writer.write_table(table)
+        for column in self.columns.values():
+            column.clear()
+
+    def close(self) -> None:
+        self.flush()
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+def read_worker_samples(folder: Path) -> pa.Table:
+    """Every worker's rows of a load run, as one table (empty if none were written)."""
+    tables = [pq.read_table(p, schema=SAMPLE_SCHEMA) for p in sorted(folder.glob("samples-*.parquet"))]
+    return pa.concat_tables(tables) if tables else SAMPLE_SCHEMA.empty_table()
