@@ -112,6 +112,28 @@ def _parser() -> argparse.ArgumentParser:
     for name, module in _design_modules("cluster"):
         module.add_arguments(clusters.add_parser(name, help=module.HELP))
 
+    p = sub.add_parser("load", help="Locust against a design's live servers, recorded and checked like a run",
+                       epilog=RUN_LEGEND, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("backend", help="backend name (see `lab backends`)")
+    p.add_argument("--users", type=int, default=10, help="Locust users in all (default 10)")
+    p.add_argument("--spawn-rate", type=float, default=10.0, help="users started per second (default 10)")
+    p.add_argument("--duration", type=_seconds, default=10.0, help="how long the load lasts: 60, 60s or 2m (default 10s)")
+    p.add_argument("--processes", type=int, default=1, help="Locust processes on this machine (default 1)")
+    p.add_argument("--producers", type=int, default=1, help="weight of producers among the users (default 1)")
+    p.add_argument("--consumers", type=int, default=1, help="weight of consumers among the users (default 1)")
+    p.add_argument("--ack", choices=("reliable", "auto"), default="reliable",
+                   help="reliable: get then ack (default); auto: plain gets")
+    p.add_argument("--release-p", type=float, default=0.0,
+                   help="probability a reliable consumer releases a message instead of acking it (default 0)")
+    p.add_argument("--queues", type=int, default=1, help="queues q0, q1, ... (default 1)")
+    p.add_argument("--size", type=int, default=100, help="message size in bytes (default 100)")
+    p.add_argument("--rate", type=float, default=0.0, help="puts/s per producer (default 0: as fast as it can)")
+    p.add_argument("--faults", type=Path, help="a YAML file with a fault schedule (a workload's `faults:` list)")
+    p.add_argument("--option", action="append", default=[], type=_option, metavar="KEY=VALUE",
+                   help="a backend option (see `lab backends`); repeatable")
+    p.add_argument("--seed", type=_seed, default=0, help="the seed of the fault schedule's picks (default 0)")
+    p.add_argument("--out", type=Path, help="run folder (default: results/runs/<run id>)")
+
     p = sub.add_parser("bench", help="benchmarks that print and save their figures")
     bench = p.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
     b = bench.add_parser("sim", help="the simulated world's cost against bare SimPy")
@@ -196,14 +218,67 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_load(args: argparse.Namespace) -> int:
+    from lab.load import run_load
+
+    faults = _fault_file(args.faults) if args.faults else []
+    if not 0 <= args.release_p <= 1:
+        raise UsageError(f"--release-p {args.release_p}: use a probability from 0 to 1")
+    for flag in ("queues", "size", "processes"):
+        if getattr(args, flag) < 1:
+            raise UsageError(f"--{flag} {getattr(args, flag)}: use 1 or more")
+    try:
+        result = run_load(args.backend, users=args.users, spawn_rate=args.spawn_rate, duration=args.duration,
+                          processes=args.processes, producers=args.producers, consumers=args.consumers,
+                          ack=args.ack, queues=args.queues, size=args.size, rate=args.rate,
+                          release_p=args.release_p, faults=faults, options=dict(args.option), seed=args.seed,
+                          out=args.out)
+    except ValueError as e:  # a design without a load generator
+        if isinstance(e, USER_ERRORS):
+            raise
+        raise UsageError(str(e)) from None
+    return _print_result(result)
+
+
+def _fault_file(path: Path) -> list:
+    if not path.is_file():
+        raise UsageError(f"--faults {path}: no such file")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise UsageError(f"--faults {path}: not YAML: {e}") from None
+    faults = data.get("faults") if isinstance(data, dict) else data
+    if not isinstance(faults, list):
+        raise UsageError(f"--faults {path}: use a list of faults, or a mapping with a `faults:` list")
+    return faults
+
+
+def _seconds(text: str) -> float:
+    """60, 60s, 2m or 1h as seconds."""
+    scale = {"s": 1, "m": 60, "h": 3600}.get(text[-1:], None)
+    try:
+        value = float(text[:-1] if scale else text) * (scale or 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"use seconds (60, 60s, 2m or 1h), got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+    return value
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from lab.runner import run
-    from lab.summary import format_table
 
     workload = load_workload(args.workload)
     backend_class(args.backend)
     result = run(workload, args.backend, args.world, seed=args.seed, out=args.out, progress=not args.no_progress,
                  options=dict(args.option))
+    return _print_result(result)
+
+
+def _print_result(result) -> int:
+    """A run's summary as `lab run` and `lab load` print it; the exit status its verdict gives."""
+    from lab.summary import format_table
+
     clock = "simulated" if result.world == "sim" else "live"
     rate = result.samples / result.wall_seconds if result.wall_seconds else float("nan")
     print(f"run {result.run_id}")
@@ -302,7 +377,8 @@ def _design_modules(part: str):
 
 
 COMMANDS = {"run": cmd_run, "serve": cmd_serve, "backends": cmd_backends, "workloads": cmd_workloads,
-            "compare": cmd_compare, "aggregate": cmd_aggregate, "bench": cmd_bench, "cluster": cmd_cluster}
+            "compare": cmd_compare, "aggregate": cmd_aggregate, "bench": cmd_bench, "cluster": cmd_cluster,
+            "load": cmd_load}
 
 
 def _version() -> str:

@@ -169,7 +169,7 @@ def run(
         summary = summarize(table)
         result = RunResult(run_id, run_dir, workload, backend, world, seed, verdict, summary,
                            table.num_rows, wall_seconds, world_seconds, warnings)
-        _write_manifest(result, the_world)
+        write_manifest(result, the_world)
     except BaseException:
         if created:  # a failed run leaves no half-written folder behind
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -380,7 +380,8 @@ async def _tick(rt: Runtime, progress: _Progress, state: _State) -> None:
         progress.update(state, rt.now_ns())
 
 
-def _write_manifest(result: RunResult, world: World) -> None:
+def write_manifest(result: RunResult, world: World) -> None:
+    """The run folder's manifest.json: what ran, with what, and its verdict and summary."""
     workload = dataclasses.asdict(result.workload)
     manifest = {
         "run_id": result.run_id,
