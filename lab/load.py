@@ -42,6 +42,7 @@ from lab.verdict import RunFacts
 from lab.workload import Workload, WorkloadError, parse_workload
 
 LOCUSTFILE = Path(__file__).resolve().parents[1] / "loadgen" / "locustfile.py"
+STARTED = "started"  # the file the locustfile writes in its run folder when the users start
 CLIENT = "locust"  # the client node Locust's processes are, for the proxies and the faults
 STOP_TIMEOUT = 5  # seconds Locust's users get to finish the operation in hand when the time is up
 DRAIN_STALL = 10.0  # seconds of the drain without a delivery before it gives up
@@ -164,15 +165,18 @@ async def _main(control, world: LiveWorld, backend, workload: Workload, recorder
                 "--lab-consumers", str(workload.consumers)]
         if processes > 1:
             argv += ["--processes", str(processes)]
-        t0 = control.now_ns()
-        bounds.append(t0 + round(workload.warmup * 1e9))
-        if nemesis is not None:
-            nemesis.start(control)
         echo(f"locust: {users} users ({workload.producers} producers, {workload.consumers} consumers) against "
              f"{backend.name} for {workload.duration:g} s" + (f" in {processes} processes" if processes > 1 else ""))
         with open(locust_dir / "locust.log", "wb") as log:
             proc = await asyncio.create_subprocess_exec(*argv, stdout=log, stderr=log,
                                                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            # the run starts when Locust's users do (its start-up takes a second or two), so
+            # the warm-up and the fault schedule count from there
+            while not (locust_dir / STARTED).exists() and proc.returncode is None:
+                await asyncio.sleep(0.02)
+            bounds.append(control.now_ns() + round(workload.warmup * 1e9))
+            if nemesis is not None:
+                nemesis.start(control)
             code = await proc.wait()
         if code != 0:
             raise RuntimeError(f"locust exited with status {code}: see {locust_dir / 'locust.log'}")

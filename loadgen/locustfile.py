@@ -6,6 +6,7 @@ and a sink that writes the process's samples (``loadgen.recording``)."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from locust import constant, constant_throughput, events
@@ -15,6 +16,8 @@ from loadgen.recording import Sink
 from loadgen.users import Consumer, Producer, Settings
 
 __all__ = ["Producer", "Consumer"]
+
+STARTED = "started"  # written in --lab-run-dir when the test starts
 
 
 @events.init_command_line_parser.add_listener
@@ -46,6 +49,9 @@ def _setup(environment, **_) -> None:
     Producer.fixed_count, Consumer.fixed_count = o.lab_producers, o.lab_consumers
     Producer.wait_time = constant_throughput(o.lab_rate) if o.lab_rate > 0 else constant(0)
     if o.lab_run_dir:
+        # the run's clock starts when the users do: `lab load` waits for this file to time the faults
+        started = Path(o.lab_run_dir) / STARTED
+        environment.events.test_start.add_listener(lambda **_: started.write_text(str(time.time_ns())))
         sink = Sink(Path(o.lab_run_dir), o.lab_run_id, o.lab_backend, o.lab_scenario)
         environment.events.request.add_listener(sink.on_request)
         environment.events.quitting.add_listener(lambda **_: sink.close())
