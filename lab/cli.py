@@ -146,6 +146,11 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--cluster", action="store_true", help="start a standalone cluster (master + 2 workers) and use it")
     b.add_argument("--repeats", type=int, default=3, help="timed runs per case; the median is quoted (default 3)")
     b.add_argument("--out", type=Path, help="JSON file (default: results/bench/aggregate-<time>.json)")
+    b = bench.add_parser("loadgen", help="the lab's Locust user against a minimal one, both on memcached")
+    b.add_argument("--duration", type=float, default=10.0, help="seconds of each Locust run (default 10)")
+    b.add_argument("--users", type=int, default=20, help="Locust users in one process, closed loop (default 20)")
+    b.add_argument("--repeats", type=int, default=3, help="rounds of both runs; medians are quoted (default 3)")
+    b.add_argument("--out", type=Path, help="JSON file (default: results/bench/loadgen-<time>.json)")
     for name, module in _design_modules("bench"):
         module.add_arguments(bench.add_parser(name, help=module.HELP))
     return parser
@@ -200,6 +205,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
             raise UsageError("--scale must be > 0")
         print(f"sim world vs bare SimPy (median of {args.repeats}, per wall-second):")
         results = bench_sim(args.scale, args.repeats)
+    elif args.bench == "loadgen":
+        from lab.bench.loadgen import run as bench_loadgen
+
+        try:
+            results = bench_loadgen(args)
+        except ValueError as e:  # a bad flag
+            raise UsageError(str(e)) from None
     elif args.bench in REGISTRY:
         try:
             results = design_module(args.bench, "bench").run(args)
