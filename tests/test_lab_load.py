@@ -1,0 +1,89 @@
+"""`lab load`: Locust against live servers, recorded at nanosecond resolution in the lab's
+schema, checked and written as a run folder; faults under load."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.compute as pc
+import pytest
+
+from lab.cli import main
+from lab.load import run_load, split_users
+from lab.record import read_samples
+from lab.verdict import VALID
+from lab.workload import WorkloadError
+
+
+def _quiet(*_: object) -> None:
+    pass
+
+
+def test_a_short_load_on_kestrel_is_a_run_folder_with_locusts_csvs_and_ns_samples(tmp_path):
+    result = run_load("kestrel", users=4, spawn_rate=50, duration=2, out=tmp_path / "run", echo=_quiet)
+    assert result.verdict.judgement.verdict == VALID, result.verdict.judgement.reason
+    assert result.verdict.enqueued > 500 and result.verdict.lost == 0
+    folder = result.run_dir
+    for name in ("samples.parquet", "manifest.json", "locust/locust_stats.csv", "locust/locust_stats_history.csv",
+                 "locust/locust_failures.csv"):
+        assert (folder / name).is_file(), name
+    samples = read_samples(folder)
+    puts = samples.filter(pc.equal(samples["op"], "put"))
+    latencies = puts["latency_ns"].to_pylist()
+    assert min(latencies) > 0 and any(v % 1_000_000 for v in latencies)  # not whole milliseconds
+    assert set(samples["client"].to_pylist()) >= {"drain"} or result.verdict.dequeued == result.verdict.enqueued
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["backend"] == "kestrel" and manifest["world"] == "live"
+    assert manifest["workload"]["producers"] == 2 and manifest["workload"]["consumers"] == 2
+
+
+def test_kestrel_with_sync_journal_always_loses_nothing_under_a_pause_and_a_kill(tmp_path):
+    faults = [{"fault": "pause", "at": 0.8, "duration": 0.5, "target": "servers"},
+              {"fault": "crash", "at": 2.0, "duration": 0.5, "target": "servers"}]
+    result = run_load("kestrel", users=4, spawn_rate=50, duration=4, faults=faults, out=tmp_path / "run",
+                      options={"syncJournal": "always"}, echo=_quiet)
+    v = result.verdict
+    assert v.lost == 0 and v.unexpected == 0 and v.judgement.verdict == VALID, v.judgement.reason
+    samples = read_samples(result.run_dir)
+    fault_rows = samples.filter(pc.equal(samples["op"], "fault"))["error"].to_pylist()
+    assert any(r.startswith("start faults[0] pause") for r in fault_rows)
+    assert any(r.startswith("start faults[1] crash") for r in fault_rows)
+    assert "crash" in result.verdict.facts.faults and "pause" in result.verdict.facts.faults
+    not_ok = samples.filter(pc.and_(pc.equal(samples["op"], "put"), pc.equal(samples["phase"], "fault")))
+    assert not_ok.num_rows > 0  # the faults hit the load
+
+
+def test_two_locust_processes_write_their_own_samples(tmp_path):
+    result = run_load("kestrel", users=4, spawn_rate=50, duration=2, processes=2, out=tmp_path / "run", echo=_quiet)
+    assert result.verdict.judgement.verdict == VALID, result.verdict.judgement.reason
+    assert len(list((result.run_dir / "locust").glob("samples-*.parquet"))) == 2
+
+
+def test_users_split_between_producers_and_consumers():
+    assert split_users(10, 1, 1) == (5, 5)
+    assert split_users(4, 3, 1) == (3, 1)
+    assert split_users(1, 1, 1) == (1, 0)
+    assert split_users(5, 1, 0) == (5, 0)
+    with pytest.raises(WorkloadError):
+        split_users(0, 1, 1)
+    with pytest.raises(WorkloadError):
+        split_users(3, 0, 0)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["load", "kestrel", "--users", "0"], "--users must be at least 1"),
+    (["load", "kestrel", "--duration", "abc"], "use seconds"),
+    (["load", "kestrel", "--release-p", "2"], "--release-p 2.0"),
+    (["load", "ideal"], "no load generator for 'ideal'"),
+    (["load", "kestrel", "--faults", "/nonexistent.yaml"], "no such file"),
+    (["load", "kestrel", "--option", "syncJournal=sometimes"], "syncJournal"),
+])
+def test_bad_load_arguments_are_one_line_errors(capsys, tmp_path, argv, words):
+    try:
+        code = main(argv + ["--out", str(tmp_path / "run")])
+    except SystemExit as e:  # argparse's own refusals
+        code = e.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err
+    assert not (tmp_path / "run").exists()
