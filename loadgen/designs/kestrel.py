@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pymemcache.exceptions import MemcacheClientError, MemcacheServerError, MemcacheUnexpectedCloseError
+from pymemcache.exceptions import (MemcacheClientError, MemcacheServerError, MemcacheUnexpectedCloseError,
+                                  MemcacheUnknownCommandError)
 
 from lab.backends.kestrel.client import KestrelMemcacheClient
 from loadgen.client import LoadClient, Refused, Targets, split_address
@@ -29,6 +30,11 @@ from loadgen.client import LoadClient, Refused, Targets, split_address
 NODE, PORT = "kestrel", "memcache"
 GET_WAIT_MS = 10  # how long the server holds an empty get; ``get_wait_ms`` in options overrides (0: none)
 DEFAULT_TIMEOUT = 1.0  # seconds, when the options carry no ``timeout``
+
+
+# pymemcache's exception for each refusing reply (most specific first)
+_REPLIES = ((MemcacheUnknownCommandError, "ERROR"), (MemcacheClientError, "CLIENT_ERROR"),
+            (MemcacheServerError, "SERVER_ERROR"))
 
 
 class _Refusals:
@@ -45,8 +51,9 @@ class _Refusals:
     def __exit__(self, kind, error, traceback) -> bool:
         if error is None or isinstance(error, MemcacheUnexpectedCloseError):
             return False  # a cut connection: the outcome is unknown
-        if isinstance(error, (MemcacheClientError, MemcacheServerError)):
-            raise Refused(f"{self.what}: {type(error).__name__} {error}") from error
+        for refusal, reply in _REPLIES:
+            if isinstance(error, refusal):
+                raise Refused(f"{self.what}: {reply}") from error
         return False
 
 
