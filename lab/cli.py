@@ -133,6 +133,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="a backend option (see `lab backends`); repeatable")
     p.add_argument("--seed", type=_seed, default=0, help="the seed of the fault schedule's picks (default 0)")
     p.add_argument("--out", type=Path, help="run folder (default: results/runs/<run id>)")
+    p.add_argument("--web", action="store_true",
+                   help="serve Locust's web UI instead of running headless: start the load from the page, "
+                        "end the run with Ctrl-C here")
+    p.add_argument("--web-port", type=int, default=8089, help="the web UI's port (default 8089)")
 
     p = sub.add_parser("bench", help="benchmarks that print and save their figures")
     bench = p.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
@@ -244,7 +248,7 @@ def cmd_load(args: argparse.Namespace) -> int:
                           processes=args.processes, producers=args.producers, consumers=args.consumers,
                           ack=args.ack, queues=args.queues, size=args.size, rate=args.rate,
                           release_p=args.release_p, faults=faults, options=dict(args.option), seed=args.seed,
-                          out=args.out)
+                          out=args.out, web_port=args.web_port if args.web else None)
     except ValueError as e:  # a design without a load generator
         if isinstance(e, USER_ERRORS):
             raise

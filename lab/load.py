@@ -15,10 +15,12 @@ are merged, given their phases, checked, summarised and written as a run folder
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import secrets
 import shutil
+import signal
 import sys
 import time
 from datetime import datetime, timezone
@@ -77,8 +79,12 @@ def run_load(backend: str, *, users: int = 10, spawn_rate: float = 10.0, duratio
              processes: int = 1, producers: int = 1, consumers: int = 1, ack: str = "reliable", queues: int = 1,
              size: int = 100, rate: float = 0.0, release_p: float = 0.0, faults: list[Any] | None = None,
              options: dict[str, Any] | None = None, seed: int = 0, out: Path | None = None,
-             echo: Any = print) -> RunResult:
-    """Run Locust against ``backend``'s live servers; write and return the run like ``lab run``."""
+             web_port: int | None = None, echo: Any = print) -> RunResult:
+    """Run Locust against ``backend``'s live servers; write and return the run like ``lab run``.
+
+    ``web_port``: serve Locust's web UI on that port instead of running headless — the users
+    start the load from the page (``users`` is only the mix's size), and Ctrl-C ends it;
+    the faults count from the start the page gives."""
     cls = backend_class(backend)
     options = cls.check_options(options, "live")
     if processes < 1:
@@ -108,8 +114,10 @@ def run_load(backend: str, *, users: int = 10, spawn_rate: float = 10.0, duratio
         warnings: list[str] = []
         wall = time.perf_counter()
         world.run(lambda control: _main(control, world, cls(world, options), workload, recorder, run_dir, run_id,
-                                        users, spawn_rate, processes, release_p, bounds, warnings, echo))
+                                        users, spawn_rate, processes, release_p, bounds, warnings, echo, web_port))
         wall = time.perf_counter() - wall
+        if web_port is not None:  # the load lasted as long as the page ran it
+            workload = dataclasses.replace(workload, duration=round(max(0.0, (bounds[1] - bounds[0]) / 1e9), 3))
         table = pa.concat_tables([_worker_samples(run_dir), recorder.table()])
         table = with_phases(table, *bounds)
         write_samples(table, run_dir / "samples.parquet")
@@ -143,7 +151,7 @@ def _targets(world: LiveWorld, nodes: list[str]) -> dict[str, dict[str, str]]:
 
 async def _main(control, world: LiveWorld, backend, workload: Workload, recorder: Recorder, run_dir: Path,
                 run_id: str, users: int, spawn_rate: float, processes: int, release_p: float,
-                bounds: list[int], warnings: list[str], echo: Any) -> None:
+                bounds: list[int], warnings: list[str], echo: Any, web_port: int | None = None) -> None:
     await backend.start()
     try:
         targets = _targets(world, backend.server_nodes)
@@ -153,9 +161,10 @@ async def _main(control, world: LiveWorld, backend, workload: Workload, recorder
                               recorder, workload.source)
         locust_dir = run_dir / "locust"
         locust_dir.mkdir(parents=True, exist_ok=True)
-        argv = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--only-summary",
-                "-u", str(users), "-r", repr(spawn_rate), "-t", f"{workload.duration:g}s",
-                "--stop-timeout", str(STOP_TIMEOUT), "--exit-code-on-error", "0", "--csv", str(locust_dir / "locust"),
+        run = (["--headless", "--only-summary", "-u", str(users), "-r", repr(spawn_rate), "-t", f"{workload.duration:g}s"]
+               if web_port is None else ["--web-host", "127.0.0.1", "--web-port", str(web_port), "-u", str(users),
+                                         "-r", repr(spawn_rate)])
+        argv = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), *run, "--stop-timeout", str(STOP_TIMEOUT), "--exit-code-on-error", "0", "--csv", str(locust_dir / "locust"),
                 "--lab-backend", backend.name, "--lab-targets", json.dumps(targets),
                 "--lab-options", json.dumps(backend.options), "--lab-run-dir", str(locust_dir),
                 "--lab-run-id", run_id, "--lab-scenario", workload.name, "--lab-queues", str(workload.queues),
@@ -165,8 +174,12 @@ async def _main(control, world: LiveWorld, backend, workload: Workload, recorder
                 "--lab-consumers", str(workload.consumers)]
         if processes > 1:
             argv += ["--processes", str(processes)]
-        echo(f"locust: {users} users ({workload.producers} producers, {workload.consumers} consumers) against "
-             f"{backend.name} for {workload.duration:g} s" + (f" in {processes} processes" if processes > 1 else ""))
+        if web_port is None:
+            echo(f"locust: {users} users ({workload.producers} producers, {workload.consumers} consumers) against "
+                 f"{backend.name} for {workload.duration:g} s" + (f" in {processes} processes" if processes > 1 else ""))
+        else:
+            echo(f"locust's web UI: http://127.0.0.1:{web_port}/ — start the load there; Ctrl-C here ends the run "
+                 f"(the mix: {workload.producers} producers to {workload.consumers} consumers)")
         with open(locust_dir / "locust.log", "wb") as log:
             proc = await asyncio.create_subprocess_exec(*argv, stdout=log, stderr=log,
                                                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -177,7 +190,13 @@ async def _main(control, world: LiveWorld, backend, workload: Workload, recorder
             bounds.append(control.now_ns() + round(workload.warmup * 1e9))
             if nemesis is not None:
                 nemesis.start(control)
-            code = await proc.wait()
+            if web_port is not None:  # Ctrl-C ends Locust, and then this run goes on to its drain
+                asyncio.get_running_loop().add_signal_handler(signal.SIGINT, _interrupt, proc)
+            try:
+                code = await proc.wait()
+            finally:
+                if web_port is not None:
+                    asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
         if code != 0:
             raise RuntimeError(f"locust exited with status {code}: see {locust_dir / 'locust.log'}")
         if nemesis is not None:
@@ -187,6 +206,11 @@ async def _main(control, world: LiveWorld, backend, workload: Workload, recorder
             await _drain(control, backend, workload, recorder, warnings)
     finally:
         await backend.stop()
+
+
+def _interrupt(proc: asyncio.subprocess.Process) -> None:
+    if proc.returncode is None:
+        proc.send_signal(signal.SIGTERM)  # Locust's clean shutdown (its users stop, its files are written)
 
 
 async def _drain(control, backend, workload: Workload, recorder: Recorder, warnings: list[str]) -> None:

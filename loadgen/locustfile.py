@@ -5,6 +5,7 @@ and a sink that writes the process's samples (``loadgen.recording``)."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import time
 from pathlib import Path
@@ -56,3 +57,4 @@ def _setup(environment, **_) -> None:
         environment.events.request.add_listener(sink.on_request)
         environment.events.quitting.add_listener(lambda **_: sink.close())
         environment.events.test_stop.add_listener(lambda **_: sink.flush())
+        atexit.register(sink.close)  # however the process ends, what it holds is written

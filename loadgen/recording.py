@@ -25,16 +25,19 @@ _ROW = ("node", "client", "op", "queue", "msg_id", "t_start_ns", "latency_ns", "
 
 
 class Sink:
-    """One process's rows, flushed to ``<folder>/samples-<pid>.parquet`` every ``BATCH`` rows."""
+    """One process's rows, written every ``BATCH`` rows (and at the test's stop and the
+    process's end) as a whole Parquet file of its own, ``<folder>/samples-<pid>-<n>.parquet``:
+    a file is complete once it exists, so a process that ends abruptly loses only the rows
+    it had not written yet."""
 
     def __init__(self, folder: Path, run_id: str, backend: str, scenario: str, batch: int = BATCH):
         folder.mkdir(parents=True, exist_ok=True)
-        self.path = folder / f"samples-{os.getpid()}.parquet"
+        self.folder = folder
         self.run = {"run_id": run_id, "world": "live", "backend": backend, "scenario": scenario}
         self.batch = batch
         self.columns: dict[str, list] = {name: [] for name in _ROW}
         self.rows = 0
-        self._writer: pq.ParquetWriter | None = None
+        self.files = 0
 
     def on_request(self, request_type: str, name: str, response_time: float, response_length: int,
                    exception: BaseException | None = None, context: dict[str, Any] | None = None,
@@ -59,18 +62,16 @@ class Sink:
             return
         arrays = [pa.array([self.run[f.name]] * n, f.type) if f.name in self.run
                   else pa.array(self.columns[f.name], f.type) for f in SAMPLE_SCHEMA]
-        table = pa.Table.from_arrays(arrays, schema=SAMPLE_SCHEMA)
-        if self._writer is None:
-            self._writer = pq.ParquetWriter(self.path, SAMPLE_SCHEMA, compression="zstd")
-        self._writer.write_table(table)
+        self.files += 1
+        path = self.folder / f"samples-{os.getpid()}-{self.files:05d}.parquet"
+        partial = path.with_suffix(".partial")
+        pq.write_table(pa.Table.from_arrays(arrays, schema=SAMPLE_SCHEMA), partial, compression="zstd")
+        partial.rename(path)  # whole or absent
         for column in self.columns.values():
             column.clear()
 
     def close(self) -> None:
         self.flush()
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
 
 
 def read_worker_samples(folder: Path) -> pa.Table:
