@@ -6,12 +6,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: compare test test-slow lab java clean
+.PHONY: compare test test-slow lab java browser clean
 
 compare: $(STAMP) java
 	$(BIN)/lab compare
 
-test: $(STAMP) java
+test: $(STAMP) java browser
 	$(BIN)/python -m pytest -m "not slow"
 
 test-slow: $(STAMP) java
@@ -32,6 +32,14 @@ java:
 	if [ -z "$$v" ] || [ "$$v" -lt 17 ]; then \
 	  echo "queue-lab needs Java 17+ for PySpark (found: $${v:-none}): install it with 'sudo apt-get install -y openjdk-17-jre-headless', or use 'conda env create -f environment.yml'"; \
 	  exit 1; \
+	fi
+
+# The web UI test (`lab load --web`) drives Debian's headless Chromium through its ChromeDriver.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+browser:
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+	  echo "installing Chromium and ChromeDriver for the web UI test (apt-get) ..."; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium chromium-driver >/dev/null; \
 	fi
 
 clean:

@@ -183,16 +183,16 @@ async def _main(control, world: LiveWorld, backend, workload: Workload, recorder
         with open(locust_dir / "locust.log", "wb") as log:
             proc = await asyncio.create_subprocess_exec(*argv, stdout=log, stderr=log,
                                                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
-            # the run starts when Locust's users do (its start-up takes a second or two), so
-            # the warm-up and the fault schedule count from there
-            while not (locust_dir / STARTED).exists() and proc.returncode is None:
-                await asyncio.sleep(0.02)
-            bounds.append(control.now_ns() + round(workload.warmup * 1e9))
-            if nemesis is not None:
-                nemesis.start(control)
             if web_port is not None:  # Ctrl-C ends Locust, and then this run goes on to its drain
                 asyncio.get_running_loop().add_signal_handler(signal.SIGINT, _interrupt, proc)
             try:
+                # the run starts when Locust's users do (its start-up takes a second or two, and
+                # the web UI waits for its user), so the warm-up and the faults count from there
+                while not (locust_dir / STARTED).exists() and proc.returncode is None:
+                    await asyncio.sleep(0.02)
+                bounds.append(control.now_ns() + round(workload.warmup * 1e9))
+                if nemesis is not None:
+                    nemesis.start(control)
                 code = await proc.wait()
             finally:
                 if web_port is not None:
