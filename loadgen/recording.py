@@ -20,8 +20,9 @@ import pyarrow.parquet as pq
 from lab.record import SAMPLE_SCHEMA
 
 BATCH = 20_000  # rows per Parquet row group: a worker's memory stays small whatever the run's length
-_ROW = ("node", "client", "op", "queue", "msg_id", "t_start_ns", "latency_ns", "outcome", "error", "bytes",
-        "phase", "delay_ns")
+#: a row's fields, in the order a user's request event carries them
+ROW = ("node", "client", "op", "queue", "msg_id", "t_start_ns", "latency_ns", "outcome", "error", "bytes",
+       "phase", "delay_ns")
 
 
 class Sink:
@@ -35,40 +36,38 @@ class Sink:
         self.folder = folder
         self.run = {"run_id": run_id, "world": "live", "backend": backend, "scenario": scenario}
         self.batch = batch
-        self.columns: dict[str, list] = {name: [] for name in _ROW}
+        self.buffer: list[tuple] = []  # rows as the users made them: one append per request
         self.rows = 0
         self.files = 0
 
     def on_request(self, request_type: str, name: str, response_time: float, response_length: int,
                    exception: BaseException | None = None, context: dict[str, Any] | None = None,
                    **_: Any) -> None:
-        """Locust's request event; rows only for requests a lab user fired (``context["lab"]``)."""
-        if not context or "lab" not in context:
-            return
-        row = context["lab"]
-        self.add(row["node"], row["client"], row["op"], row["queue"], row.get("msg_id"), row["t_start_ns"],
-                 row["latency_ns"], row["outcome"], row.get("error"), response_length, None, row.get("delay_ns"))
+        """Locust's request event; rows only for requests a lab user fired (``context["lab"]``,
+        a tuple in the order of ``ROW``)."""
+        row = context.get("lab") if context else None
+        if row is not None:
+            self.add(row)
 
-    def add(self, *values: Any) -> None:
-        for name, value in zip(_ROW, values):
-            self.columns[name].append(value)
-        self.rows += 1
-        if len(self.columns["op"]) >= self.batch:
+    def add(self, row: tuple) -> None:
+        self.buffer.append(row)
+        if len(self.buffer) >= self.batch:
             self.flush()
 
     def flush(self) -> None:
-        n = len(self.columns["op"])
+        n = len(self.buffer)
         if n == 0:
             return
+        columns = dict(zip(ROW, zip(*self.buffer)))
         arrays = [pa.array([self.run[f.name]] * n, f.type) if f.name in self.run
-                  else pa.array(self.columns[f.name], f.type) for f in SAMPLE_SCHEMA]
+                  else pa.array(columns[f.name], f.type) for f in SAMPLE_SCHEMA]
+        self.rows += n
         self.files += 1
         path = self.folder / f"samples-{os.getpid()}-{self.files:05d}.parquet"
         partial = path.with_suffix(".partial")
         pq.write_table(pa.Table.from_arrays(arrays, schema=SAMPLE_SCHEMA), partial, compression="zstd")
         partial.rename(path)  # whole or absent
-        for column in self.columns.values():
-            column.clear()
+        self.buffer.clear()
 
     def close(self) -> None:
         self.flush()

@@ -64,9 +64,8 @@ class Measure:
             outcome, text = ("fail", "empty") if self.empty else ("ok", None)
         else:
             outcome, text = ("fail" if isinstance(error, Refused) else "info"), f"{type(error).__name__}: {error}"[:200]
-        row = {"node": "locust", "client": self.user.client_name, "op": self.op, "queue": self.queue,
-               "msg_id": self.msg_id, "t_start_ns": self.start_ns, "latency_ns": latency, "outcome": outcome,
-               "error": text}
+        row = ("locust", self.user.client_name, self.op, self.queue, self.msg_id, self.start_ns, latency, outcome,
+               text, self.bytes, None, None)  # loadgen.recording.ROW
         name = f"{self.op} {self.queue}" + (" (empty)" if self.empty else "")
         self.user.environment.events.request.fire(
             request_type=self.op, name=name, response_time=latency / 1e6, response_length=self.bytes,
