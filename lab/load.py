@@ -32,6 +32,7 @@ import pyarrow as pa
 from lab.backends import backend_class, outcome_of
 from lab.checker import check
 from lab.live import LiveWorld
+from lab.live.processes import die_with_parent
 from lab.message import decode
 from lab.nemesis import Nemesis
 from lab.faults import Cast
@@ -182,7 +183,8 @@ async def _main(control, world: LiveWorld, backend, workload: Workload, recorder
                  f"(the mix: {workload.producers} producers to {workload.consumers} consumers)")
         with open(locust_dir / "locust.log", "wb") as log:
             proc = await asyncio.create_subprocess_exec(*argv, stdout=log, stderr=log,
-                                                        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                                        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                                                        preexec_fn=die_with_parent())  # never outlives this run
             if web_port is not None:  # Ctrl-C ends Locust, and then this run goes on to its drain
                 asyncio.get_running_loop().add_signal_handler(signal.SIGINT, _interrupt, proc)
             try:

@@ -18,12 +18,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import gevent
 from locust import User, constant, task
 
 from lab.message import decode, encode, message_id
 from loadgen.client import LoadClient, Refused, Targets
 
 EMPTY_POLL = 0.001  # seconds a consumer waits after an empty get (the design's get may wait longer itself)
+ERROR_PAUSE = 0.01  # seconds a user waits after an operation that failed or timed out
 _numbers = itertools.count(1)
 
 
@@ -70,6 +72,8 @@ class Measure:
         self.user.environment.events.request.fire(
             request_type=self.op, name=name, response_time=latency / 1e6, response_length=self.bytes,
             exception=error, context={"lab": row})
+        if error is not None:  # a server that is down refuses at once: a client pauses before it tries again
+            self.user.pause(ERROR_PAUSE)
         return True  # recorded: the user goes on, as Locust's own measure does
 
 
@@ -92,6 +96,9 @@ class LabUser(User):
 
     def measure(self, op: str, queue: str, msg_id: str | None = None, nbytes: int = 0) -> Measure:
         return Measure(self, op, queue, msg_id, nbytes)
+
+    def pause(self, seconds: float) -> None:
+        gevent.sleep(seconds)
 
 
 class Producer(LabUser):
@@ -130,7 +137,7 @@ class Consumer(LabUser):
                 m.msg_id, _ = decode(got[0])
                 m.bytes = len(got[0])
         if got is None:
-            self._pause(EMPTY_POLL)
+            self.pause(EMPTY_POLL)
             return
         body, token = got
         if token is None or not self.settings.reliable:
@@ -142,7 +149,3 @@ class Consumer(LabUser):
             with self.measure("ack", queue, m.msg_id):
                 self.lab_client.ack(queue, token)
 
-    def _pause(self, seconds: float) -> None:
-        import gevent
-
-        gevent.sleep(seconds)

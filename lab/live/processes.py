@@ -51,7 +51,7 @@ def parse_ready(line: str) -> tuple[str, dict[str, int]] | None:
     return m.group(1), {name: int(port) for name, port in (part.split("=") for part in m.group(2).split())}
 
 
-def _die_with_parent():
+def die_with_parent():
     """A preexec_fn that sets the parent-death signal, or None off Linux. libc is looked up
     here, before the fork: the child runs only the foreign call."""
     if not sys.platform.startswith("linux"):
@@ -100,7 +100,7 @@ class ServerProcess:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 self.command(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, text=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=_die_with_parent(),
+                env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=die_with_parent(),
                 start_new_session=True)  # a terminal's Ctrl-C reaches the runner, which stops its servers
         self.paused = False
 
