@@ -54,11 +54,14 @@ DRAIN_WAIT = 0.1  # a drain get's wait
 
 def load_workload_for(backend: str, users: int, duration: float, producers: int, consumers: int, ack: str,
                       queues: int, size: int, rate: float, faults: list[Any], seed: int, warmup: float) -> Workload:
-    """The run's description as a workload (what the manifest and the checker read)."""
-    return parse_workload({"name": "load", "description": f"Locust: {users} users against {backend}",
-                           "queues": queues, "producers": producers, "consumers": consumers, "message_size": size,
-                           "rate": rate, "duration": duration, "warmup": warmup, "ack": ack, "seed": seed,
-                           "faults": faults}, "<lab load>")
+    """The run's description as a workload (what the manifest and the checker read). A load
+    may have no producers or no consumers (then only the final drain takes the messages),
+    which a runner workload may not: the fields are checked with one of each, then set."""
+    workload = parse_workload({"name": "load", "description": f"Locust: {users} users against {backend}",
+                               "queues": queues, "producers": max(1, producers), "consumers": max(1, consumers),
+                               "message_size": size, "rate": rate, "duration": duration, "warmup": warmup,
+                               "ack": ack, "seed": seed, "faults": faults}, "<lab load>")
+    return dataclasses.replace(workload, producers=producers, consumers=consumers)
 
 
 def split_users(users: int, producers: int, consumers: int) -> tuple[int, int]:
@@ -204,8 +207,7 @@ async def _main(control, world: LiveWorld, backend, workload: Workload, recorder
         if nemesis is not None:
             nemesis.heal_all(control)
         bounds.append(control.now_ns())
-        if workload.consumers:
-            await _drain(control, backend, workload, recorder, warnings)
+        await _drain(control, backend, workload, recorder, warnings)
     finally:
         await backend.stop()
 
