@@ -39,6 +39,9 @@ class LoadClient(Protocol):
 
     def close(self) -> None: ...
 
+    # optional: ``buffered(queue) -> int``, messages fetched and not yet handed out, which a
+    # consumer hands out before it stops (Queuefka's prefetch)
+
 
 def client_factory(backend: str):
     """The design's ``make_client``; ValueError naming the designs that have one."""
