@@ -88,3 +88,17 @@ def test_bad_load_arguments_are_one_line_errors(capsys, tmp_path, argv, words):
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("backend, ack", [("queuefka", "reliable"), ("cassieq", "reliable"), ("primer", "reliable"),
+                                          ("primer", "auto")])
+def test_a_short_load_on_each_http_design_is_valid_and_recorded_in_nanoseconds(tmp_path, backend, ack):
+    result = run_load(backend, users=4, spawn_rate=50, duration=2, ack=ack, out=tmp_path / "run", echo=_quiet)
+    v = result.verdict
+    assert v.judgement.verdict == VALID and v.lost == 0 and v.enqueued > 100, v.judgement.reason
+    samples = read_samples(result.run_dir)
+    locust_rows = samples.filter(pc.equal(samples["node"], "locust"))
+    ops = set(locust_rows["op"].to_pylist())
+    assert {"put", "get"} <= ops and (("ack" in ops) == (ack == "reliable"))
+    latencies = locust_rows["latency_ns"].to_pylist()
+    assert min(latencies) > 0 and any(v % 1_000 for v in latencies)  # nanoseconds, not rounded
