@@ -210,7 +210,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"sim world vs bare SimPy (median of {args.repeats}, per wall-second):")
         results = bench_sim(args.scale, args.repeats)
     elif args.bench == "loadgen":
-        from lab.bench.loadgen import run as bench_loadgen
+        from loadgen.bench import run as bench_loadgen  # the load generator's own benchmark, beside it
 
         try:
             results = bench_loadgen(args)
