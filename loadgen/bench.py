@@ -23,8 +23,8 @@ from typing import Any
 
 from lab.backends.kestrel.bench import Memcached, ensure_memcached
 
-ROOT = Path(__file__).resolve().parents[2]
-LAB_LOCUSTFILE = ROOT / "loadgen" / "locustfile.py"
+ROOT = Path(__file__).resolve().parents[1]  # the repository: where the locustfiles import from
+LAB_LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 MINIMAL_LOCUSTFILE = Path(__file__).with_name("minimal_memcache_locustfile.py")
 CASES = ("minimal", "lab")
 
