@@ -65,8 +65,8 @@ def load_workload_for(backend: str, users: int, duration: float, producers: int,
 
 
 def split_users(users: int, producers: int, consumers: int) -> tuple[int, int]:
-    """``users`` shared between producers and consumers in the ratio given (at least one of each
-    kind asked for)."""
+    """``users`` shared between producers and consumers in the ratio given: at least one of each
+    kind asked for when there are two users or more; a single user is a producer."""
     if users < 1:
         raise WorkloadError("--users must be at least 1")
     if producers < 0 or consumers < 0 or producers + consumers == 0:
