@@ -48,6 +48,7 @@ LOCUSTFILE = Path(__file__).resolve().parents[1] / "loadgen" / "locustfile.py"
 STARTED = "started"  # the file the locustfile writes in its run folder when the users start
 CLIENT = "locust"  # the client node Locust's processes are, for the proxies and the faults
 STOP_TIMEOUT = 5  # seconds Locust's users get to finish the operation in hand when the time is up
+LOCUST_GRACE = 60.0  # seconds past its duration and stop timeout a Locust run may take to end (start-up, CSVs)
 DRAIN_STALL = 10.0  # seconds of the drain without a delivery before it gives up
 DRAIN_WAIT = 0.1  # a drain get's wait
 
@@ -198,7 +199,7 @@ async def _main(control, world: LiveWorld, backend, workload: Workload, recorder
                 bounds.append(control.now_ns() + round(workload.warmup * 1e9))
                 if nemesis is not None:
                     nemesis.start(control)
-                code = await proc.wait()
+                code = await _wait(proc, None if web_port is not None else workload.duration + STOP_TIMEOUT + LOCUST_GRACE)
             finally:
                 if web_port is not None:
                     asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
@@ -210,6 +211,21 @@ async def _main(control, world: LiveWorld, backend, workload: Workload, recorder
         await _drain(control, backend, workload, recorder, warnings)
     finally:
         await backend.stop()
+
+
+async def _wait(proc: asyncio.subprocess.Process, limit: float | None) -> int:
+    """Locust's exit status; a Locust that outlives its run by ``LOCUST_GRACE`` is stopped
+    (SIGTERM, then kill) and the run fails: a hang must not hang the lab."""
+    try:
+        return await asyncio.wait_for(proc.wait(), limit)
+    except asyncio.TimeoutError:
+        proc.terminate()
+        try:
+            await asyncio.wait_for(proc.wait(), 10)
+        except asyncio.TimeoutError:
+            proc.kill()
+            await proc.wait()
+        raise RuntimeError(f"locust did not stop within {limit:g} s of its start; stopped it") from None
 
 
 def _interrupt(proc: asyncio.subprocess.Process) -> None:

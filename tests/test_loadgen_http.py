@@ -169,16 +169,6 @@ def test_cassieq_client_leases_acks_and_releases(cassieq_targets):
         second.close()
 
 
-def test_cassieq_plain_get_acks_at_once(cassieq_targets):
-    client = cassieq.make_client(cassieq_targets, OPTIONS, False, 0)
-    try:
-        client.put("plain", _body(0))
-        assert client.get("plain") == (_body(0), None)
-        assert client.get("plain") is None
-    finally:
-        client.close()
-
-
 def test_primer_clients_spread_over_the_nodes_and_settle_with_receipts(primer_targets):
     clients = [primer.make_client(primer_targets, OPTIONS, True, user) for user in range(3)]
     try:
@@ -197,8 +187,10 @@ def test_primer_clients_spread_over_the_nodes_and_settle_with_receipts(primer_ta
             client.close()
 
 
-def test_primer_plain_get_takes_for_good(primer_targets):
-    client = primer.make_client(primer_targets, OPTIONS, False, 0)
+@pytest.mark.parametrize("module, targets", [(cassieq, "cassieq_targets"), (primer, "primer_targets")])
+def test_a_plain_get_takes_the_message_for_good(request, module, targets):
+    """CassieQ's plain get acks at once; Primer's is an at-most-once get."""
+    client = module.make_client(request.getfixturevalue(targets), OPTIONS, False, 0)
     try:
         client.put("plain", _body(0))
         assert client.get("plain") == (_body(0), None)
@@ -227,6 +219,7 @@ def test_unreachable_server_is_not_a_refusal(module, targets):
 def _locust(backend: str, targets: dict, run_dir: Path, ack: str, options: dict[str, Any] = OPTIONS) -> list[dict]:
     argv = [sys.executable, "-m", "locust", "-f", str(ROOT / "loadgen" / "locustfile.py"), "--headless",
             "-u", "4", "-r", "100", "-t", "3s", "--only-summary", "--exit-code-on-error", "0",
+            "--stop-timeout", "5",  # as lab load runs it: a user finishes its request before it stops
             "--lab-backend", backend, "--lab-targets", json.dumps(targets), "--lab-options", json.dumps(options),
             "--lab-run-dir", str(run_dir), "--lab-queues", "2", "--lab-producers", "2", "--lab-consumers", "2",
             "--lab-ack", ack]
@@ -263,7 +256,10 @@ def test_queuefka_reliable_load(queuefka_targets, tmp_path):
 
 
 def test_cassieq_reliable_load(cassieq_targets, tmp_path):
-    _check(_locust("cassieq", cassieq_targets, tmp_path / "run", "reliable"), reliable=True)
+    # two API nodes write one SQLite file: on a busy machine a request can wait out its busy
+    # timeout past a 1 s client timeout (an unknown outcome), which is no fault of the client
+    patient = {**OPTIONS, "timeout": 10.0}
+    _check(_locust("cassieq", cassieq_targets, tmp_path / "run", "reliable", patient), reliable=True)
 
 
 @pytest.mark.parametrize("ack", ["reliable", "auto"])

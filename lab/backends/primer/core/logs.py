@@ -126,7 +126,7 @@ class Logs:
         self.broadcast.broadcast(self.meta.name, self.meta.entry(f"log/{log}", {"retention_s": float(retention_s)}))
         return True
 
-    def _require(self, log: str) -> dict[str, Any]:
+    def require(self, log: str) -> dict[str, Any]:
         check_name("log", log)
         found = self.meta.get(f"log/{log}")
         if found is None:
@@ -152,7 +152,7 @@ class Logs:
 
     # ------------------------------------------------------------------ appending
     async def append(self, log: str, payload: bytes) -> int:
-        self._require(log)
+        self.require(log)
         ranges = self.ranges(log)
         if not ranges:
             self._open_range(log, 0)
@@ -250,7 +250,7 @@ class Logs:
 
     # ------------------------------------------------------------------ reading
     async def read(self, log: str, group: str, max_records: int) -> tuple[list[tuple[int, bytes]], int]:
-        self._require(log)
+        self.require(log)
         check_name("group", group)
         if isinstance(max_records, bool) or not isinstance(max_records, int) or not 1 <= max_records <= MAX_READ:
             raise BadRequest(f"max {max_records!r}: use 1 to {MAX_READ}")
@@ -284,7 +284,7 @@ class Logs:
         raise Unavailable(f"log {log}: no member of the chain {' -> '.join(chain)} holding {first}..{last} answers")
 
     async def checkpoint(self, log: str, group: str, offset: int) -> None:
-        self._require(log)
+        self.require(log)
         check_name("group", group)
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise BadRequest(f"offset {offset!r}: use a whole number >= 0")

@@ -180,7 +180,7 @@ class PrimerNode:
 
     def high_watermark(self, name: str) -> int:
         """The log's high watermark as this node knows it (-1: nothing committed yet)."""
-        self.logs._require(name)
+        self.logs.require(name)
         return self.logs.high_watermark(name)
 
     async def checkpoint(self, name: str, group: str, offset: int) -> None:

@@ -18,12 +18,12 @@ from typing import Any, Awaitable, Callable, Collection
 
 from lab.backends.primer.core.config import check_name
 from lab.backends.primer.core.errors import PrimerError
+from lab.backends.primer.core.logs import MAX_READ
 from lab.backends.primer.core.primer_node import PrimerNode
 from lab.wire.http import Request, Response, Router, error, json_response
 
 MAX_WAIT_S = 60.0  # the longest a get may hold its request open
 DEFAULT_MAX_RECORDS = 100
-MAX_RECORDS = 1000
 AT_MOST_ONCE, AT_LEAST_ONCE = "at-most-once", "at-least-once"
 #: a whole number in a query string: ASCII digits only (int() would take "1_000", " 5", other scripts' digits)
 DIGITS = re.compile(r"[0-9]{1,12}")
@@ -231,7 +231,7 @@ class PrimerApi:
         if "group" not in query:
             raise BadInput("group is missing: GET /logs/{log}/records?group=G[&max=N]")
         group = check_name("group", query["group"])
-        max_records = _whole_query(query, "max", DEFAULT_MAX_RECORDS, 1, MAX_RECORDS)
+        max_records = _whole_query(query, "max", DEFAULT_MAX_RECORDS, 1, MAX_READ)
         records = await self.node.read(log, group, max_records)
         return json_response({"records": [{"offset": r.offset, "payload": _b64(r.payload)} for r in records],
                               "high_watermark": self.node.high_watermark(log)})
