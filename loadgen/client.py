@@ -4,7 +4,12 @@ the servers under load.
 
 Each design module ``loadgen/designs/<name>.py`` defines
 
-    def make_client(targets: Targets, options: dict, reliable: bool, user: int) -> LoadClient
+    PORTS: tuple[str, ...]  # the named ports of a server node its client uses, the main one first
+    RELEASES: bool = True   # optional: False when a consumer cannot hand a message back (a log)
+    def make_client(targets: Targets, options: dict, reliable: bool, user: int[, batch: int]) -> LoadClient
+
+(a design whose consumers can read several messages per request takes ``batch``, and is
+only given it when it is more than 1).
 
 ``targets`` maps each server node to its named ports' addresses (``{"n1": {"http":
 "127.0.0.1:41234"}}``); ``options`` are the design's checked options (``lab backends``);
@@ -17,6 +22,8 @@ timeout, a cut connection, a 5xx), as the runner's clients do.
 from __future__ import annotations
 
 import importlib
+import inspect
+from types import ModuleType
 from typing import Any, Mapping, Protocol
 
 Targets = Mapping[str, Mapping[str, str]]
@@ -43,16 +50,35 @@ class LoadClient(Protocol):
     # consumer hands out before it stops (Queuefka's prefetch)
 
 
-def client_factory(backend: str):
-    """The design's ``make_client``; ValueError naming the designs that have one."""
+def _design(backend: str) -> ModuleType:
     try:
-        module = importlib.import_module(f"loadgen.designs.{backend}")
+        return importlib.import_module(f"loadgen.designs.{backend}")
     except ModuleNotFoundError:
         from pathlib import Path
 
-        have = sorted(p.stem for p in (Path(__file__).parent / "designs").glob("*.py") if p.stem != "__init__")
+        have = sorted(p.stem for p in (Path(__file__).parent / "designs").glob("*.py")
+                      if p.stem not in ("__init__", "http"))
         raise ValueError(f"no load generator for {backend!r} (there is one for: {', '.join(have)})") from None
-    return module.make_client
+
+
+def client_factory(backend: str):
+    """The design's ``make_client``; ValueError naming the designs that have one."""
+    return _design(backend).make_client
+
+
+def client_ports(backend: str) -> tuple[str, ...]:
+    """The named ports of each server node the design's load client uses, the main one first."""
+    return tuple(_design(backend).PORTS)
+
+
+def releases(backend: str) -> bool:
+    """Whether the design's consumers can hand a message back for another (``release``)."""
+    return bool(getattr(_design(backend), "RELEASES", True))
+
+
+def reads_in_batches(backend: str) -> bool:
+    """Whether the design's consumers can read several messages per request (``batch``)."""
+    return "batch" in inspect.signature(client_factory(backend)).parameters
 
 
 def split_address(address: str) -> tuple[str, int]:

@@ -12,7 +12,6 @@ performance counter, both in nanoseconds, and the outcome as the lab classifies 
 from __future__ import annotations
 
 import itertools
-import os
 import random
 import time
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from locust import User, constant, task
 
 from lab.message import decode, encode, message_id
 from loadgen.client import LoadClient, Refused, Targets
+from loadgen.recording import process_tag
 
 EMPTY_POLL = 0.001  # seconds a consumer waits after an empty get (the design's get may wait longer itself)
 ERROR_PAUSE = 0.01  # seconds a user waits after an operation that failed or timed out
@@ -41,6 +41,7 @@ class Settings:
     size: int
     reliable: bool
     release_p: float = 0.0
+    batch: int = 1  # messages a consumer's client reads per request (a design's batched read)
     rng: random.Random = field(default_factory=random.Random)
 
 
@@ -86,8 +87,9 @@ class LabUser(User):
         settings: Settings = self.environment.lab
         self.settings = settings
         number = next(_numbers)
-        self.client_name = f"{self.role}{os.getpid()}x{number}"
-        self.lab_client = settings.make_client(settings.targets, settings.options, settings.reliable, number)
+        self.client_name = f"{self.role}{process_tag()}x{number}"  # unique across machines: message ids carry it
+        batch = {"batch": settings.batch} if settings.batch > 1 else {}
+        self.lab_client = settings.make_client(settings.targets, settings.options, settings.reliable, number, **batch)
         self.turn = itertools.cycle(settings.queues[number % len(settings.queues):] +
                                     settings.queues[:number % len(settings.queues)])
 

@@ -202,6 +202,9 @@ class LiveLinks:
         self.seed = seed
         self.proxies: dict[tuple[str, str, str], LinkProxy] = {}
         self.links: dict[tuple[str, str], _LinkState] = {}
+        #: source nodes on other machines (Locust workers): their proxies listen on every
+        #: interface, and their address names this machine as they reach it
+        self.public: dict[str, str] = {}
 
     def address(self, source: str, node: str, port: str, target: Target) -> tuple[str, int]:
         """Where ``source`` reaches ``node``'s ``port`` (which listens at ``target``, or where a
@@ -211,10 +214,10 @@ class LiveLinks:
         if proxy is None:
             proxy = self.proxies[key] = LinkProxy(target, f"{source} -> {node}:{port}",
                                                   random.Random(f"{self.seed}:link:{source}:{node}:{port}"))
-            proxy.listen()
+            proxy.listen("0.0.0.0" if source in self.public else "127.0.0.1")
             self._apply(source, node)
             self._apply(node, source)
-        return "127.0.0.1", proxy.port
+        return self.public.get(source, "127.0.0.1"), proxy.port
 
     def _state(self, source: str, destination: str) -> _LinkState:
         return self.links.setdefault((source, destination), _LinkState())

@@ -69,6 +69,7 @@ class LiveWorld:
         self.listening: dict[tuple[str, str], int] = {}  # (node, port name) -> bound port, in this process
         self.nodes: dict[str, LiveRuntime] = {}
         self.processes: dict[str, ServerProcess] = {}  # server nodes that are processes
+        self.remote: dict[str, dict[str, tuple[str, int]]] = {}  # server nodes this world did not start: their ports
         self._pauses: dict[str, int] = {}  # pauses in force per node: it resumes after the last
         self._crashes: dict[str, int] = {}  # crashes in force per node: it restarts after the last
         self._tears = 0  # crashes so far: each draws its torn tails from its own seeded random
@@ -128,12 +129,23 @@ class LiveWorld:
     def address(self, node: str, port: str, source: str | None = None) -> tuple[str, int]:
         """Where a client reaches server process ``node``'s port called ``port`` (its ready line's
         name); from client node ``source``, through that link's proxy, which faults can cut."""
-        proc = self.processes.get(node)
-        ports = proc.ports if proc is not None else {p: n for (owner, p), n in self.listening.items() if owner == node}
+        if node in self.remote:
+            ports: dict[str, Any] = self.remote[node]
+        else:
+            proc = self.processes.get(node)
+            ports = proc.ports if proc is not None else {p: n for (owner, p), n in self.listening.items() if owner == node}
         if port not in ports:
             raise ValueError(f"{node} has no port {port!r} (it has {', '.join(ports) or 'none yet'})")
-        target = ("127.0.0.1", ports[port])
+        target = ports[port] if node in self.remote else ("127.0.0.1", ports[port])
         return target if source is None else self.links.address(source, node, port, target)
+
+    def add_remote(self, node: str, ports: dict[str, tuple[str, int]]) -> None:
+        """Server node ``node`` runs elsewhere (somebody else's server, ``lab load --host``):
+        its named ports' addresses. Clients reach it through their links' proxies as any
+        node; it is no process of this world, so it cannot be paused or crashed."""
+        if node in self.processes:
+            raise ValueError(f"node {node!r} is already a server process")
+        self.remote[node] = dict(ports)
 
     def _process(self, node: str) -> ServerProcess:
         proc = self.processes.get(node)

@@ -17,6 +17,8 @@ from lab.backends.cassieq.driver import ACCOUNT
 from loadgen.client import Targets
 from loadgen.designs.http import Http
 
+PORTS = ("http", "admin")  # a server node's ports the client uses
+
 ADMIN = "/admin/api/v1/accounts"
 BASE = f"/api/v1/accounts/{ACCOUNT}/queues"
 

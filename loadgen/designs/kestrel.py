@@ -28,6 +28,7 @@ from lab.backends.kestrel.client import KestrelMemcacheClient
 from loadgen.client import LoadClient, Refused, Targets, split_address
 
 NODE, PORT = "kestrel", "memcache"
+PORTS = (PORT,)  # a server node's ports the client uses
 GET_WAIT_MS = 10  # how long the server holds an empty get; ``get_wait_ms`` in options overrides (0: none)
 DEFAULT_TIMEOUT = 1.0  # seconds, when the options carry no ``timeout``
 

@@ -19,6 +19,8 @@ from urllib.parse import quote
 from loadgen.client import Targets
 from loadgen.designs.http import Http
 
+PORTS = ("http",)  # a server node's ports the client uses
+
 WAIT = 0.01  # seconds a get may wait for a message (the server's long poll), so consumers do not spin
 
 

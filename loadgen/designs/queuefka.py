@@ -14,8 +14,13 @@ from typing import Any
 from urllib.parse import quote
 
 from lab.backends.queuefka.driver import GROUP, SERVER
-from loadgen.client import Targets
+from loadgen.client import Refused, Targets
 from loadgen.designs.http import Http
+
+PORTS = ("http",)  # a server node's ports the client uses
+#: a log has no release: a record fetched and not committed comes back to the group only when
+#: its session times out, so a load with releases is refused rather than timed as one
+RELEASES = False
 
 WAIT = 0.01  # seconds a fetch may wait for records (the server's long poll)
 
@@ -55,7 +60,8 @@ class QueuefkaLoadClient:
                        b'{"address": %d}' % token, {"Content-Type": "application/json"})
 
     def release(self, queue: str, token: Any) -> None:
-        """A log has no release: leaving the offset uncommitted is how a record comes back."""
+        """A log has no release (``RELEASES``): ``lab load`` does not ask for one."""
+        raise Refused(f"release {queue}: a log has no release")
 
     def close(self) -> None:
         self.http.close()
