@@ -256,12 +256,14 @@ def operations_pass(samples: Samples, exact: bool = False) -> pd.DataFrame:
 # column of a row and every aggregate buffer costs time at that scale (pass 2 alone on
 # 100 M samples, alternating: 64 and 44 s with rows packed like this, 73 and 61 s with
 # a column and a buffer per field: 12 buffers, 7 here). So:
-# - "puts": one sum counts puts (low 32 bits) and ok puts (high bits): a message would need
-#   4 billion puts to overflow it;
+# - "puts": one sum counts puts (low 32 bits), ok puts (bits 32-47) and releases (bits 48
+#   and up; a get its consumer handed back is no delivery, as lab.checker says): a message
+#   would need 65,536 ok puts or 32,768 releases to overflow it;
 # - "sized": a delivery's bytes << 3 | its phase's index in PHASES (from 1); null on puts;
 # - "run_check": the run's index << 32 | a 32-bit hash of (run, msg_id), min and max per
 #   message: two different values mean two messages share a key.
 OK_PUT = 1 + (1 << 32)
+RELEASE = 1 << 48
 
 
 def messages_pass(samples: Samples, exact: bool = False,
@@ -279,15 +281,16 @@ def messages_pass(samples: Samples, exact: bool = False,
     on exact keys.
     """
     op, ok = F.col("op"), F.col("outcome") == "ok"
-    is_put, is_get = op == "put", (op == "get") & ok
+    is_put, is_get, is_release = op == "put", (op == "get") & ok, op == "release"
     phase = F.array_position(F.array(*map(F.lit, PHASES)), F.col("phase"))
     if exact:
         keys, check = [F.col("run").alias("exact_run"), F.col("msg_id").alias("message")], F.lit(0)
     else:
         keys, check = [key_hash("run", "msg_id").alias("message")], F.hash("run", "msg_id").cast("long") + 2**31
-    rows = (samples.frame.filter(F.col("msg_id").isNotNull() & (is_put | is_get))
+    rows = (samples.frame.filter(F.col("msg_id").isNotNull() & (is_put | is_get | is_release))
             .select(*keys, (F.shiftleft(F.col("run").cast("long"), 32) + check).alias("run_check"),
-                    F.when(is_put, F.when(ok, F.lit(OK_PUT)).otherwise(F.lit(1))).alias("puts"),
+                    F.when(is_put, F.when(ok, F.lit(OK_PUT)).otherwise(F.lit(1)))
+                     .when(is_release, F.lit(RELEASE)).alias("puts"),
                     F.when(is_get, F.coalesce(F.col("bytes"), F.lit(0)) * 8 + phase).alias("sized"),
                     F.when(is_put, F.col("t_start_ns")).otherwise(F.col("t_start_ns") + F.col("latency_ns")).alias("t")))
     key_names = [k for k in rows.columns if k in ("exact_run", "message")]
@@ -300,12 +303,15 @@ def messages_pass(samples: Samples, exact: bool = False,
                    # so this stays a hash aggregation (a min over a struct would sort).
                    .repartition(*key_names)
                    .groupBy(*key_names)
-                   .agg(F.sum("puts").alias("puts"), F.count(sized).alias("deq"),
-                        F.min(F.when(sized.isNull(), t)).alias("put_ns"), F.min(delivered_at).alias("done_ns"),
+                   .agg(F.sum("puts").alias("puts"), F.count(sized).alias("gets"),
+                        F.min(F.when(F.col("puts") < RELEASE, t)).alias("put_ns"),
+                        F.min(delivered_at).alias("done_ns"),
                         F.min_by(sized, delivered_at).alias("sized"),
                         F.min("run_check").alias("first"), F.max("run_check").alias("last"))
                    .select(F.shiftright("first", 32).alias("run"), F.col("puts").bitwiseAND(2**32 - 1).alias("att"),
-                           F.shiftright("puts", 32).alias("enq"), "deq", "put_ns", "done_ns",
+                           F.shiftright("puts", 32).bitwiseAND(2**16 - 1).alias("enq"),
+                           (F.col("gets") - F.coalesce(F.shiftright("puts", 48), F.lit(0))).alias("deq"),
+                           "put_ns", "done_ns",
                            F.col("sized").bitwiseAND(7).alias("phase"), F.shiftright("sized", 3).alias("bytes"),
                            (F.col("first") != F.col("last")).cast("long").alias("collision")))
     att, enq, deq = F.coalesce(F.col("att"), F.lit(0)), F.coalesce(F.col("enq"), F.lit(0)), F.col("deq")

@@ -22,6 +22,11 @@ messages in increasing sequence. For each stream, the first deliveries in comple
 order give inversions (pairs out of order) and the largest displacement (how far a
 message landed from its place in sequence order).
 
+A get whose consumer then released the message (a ``release`` row, whatever its outcome:
+a release refused or lost still leaves the message to come back) is no delivery: the
+message was handed back, and its next delivery is the one that counts. A released message
+is left out of the reordering: it comes back behind later ones by design.
+
 The checker needs a complete drain, like Jepsen's: the runner drains every queue
 before it stops.
 """
@@ -122,7 +127,9 @@ def check(samples: pa.Table, facts: RunFacts | None = None) -> Verdict:
     attempts.pop(None, None)
     put_ok = puts.filter(pc.equal(puts.column("outcome"), "ok"))
     enqueued = Counter(put_ok.column("msg_id").to_pylist())
-    dequeued = Counter(gets.column("msg_id").to_pylist())
+    released = Counter(samples.filter(pc.equal(ops, "release")).column("msg_id").to_pylist())
+    released.pop(None, None)
+    dequeued = Counter(gets.column("msg_id").to_pylist()) - released  # handed back: not delivered
 
     ok = dequeued & attempts
     unexpected = Counter({v: n for v, n in dequeued.items() if v not in attempts})
@@ -144,14 +151,15 @@ def check(samples: pa.Table, facts: RunFacts | None = None) -> Verdict:
         unexpected=sum(unexpected.values()),
         duplicated=sum(duplicated.values()),
         recovered=sum(recovered.values()),
-        reordering=reordering(gets, attempts),
+        reordering=reordering(gets, attempts, set(released)),
         examples=examples,
         facts=facts,
     )
 
 
-def reordering(gets: pa.Table, attempts: Counter) -> Reordering:
-    """Inversions and largest displacement over every (producer, consumer) stream."""
+def reordering(gets: pa.Table, attempts: Counter, released: set[str] = frozenset()) -> Reordering:
+    """Inversions and largest displacement over every (producer, consumer) stream, without
+    the ``released`` messages."""
     done = pc.add(gets.column("t_start_ns"), gets.column("latency_ns")).to_numpy()
     order = np.argsort(done, kind="stable")  # completion order; ties keep record order
     clients = gets.column("client").to_pylist()
@@ -161,7 +169,7 @@ def reordering(gets: pa.Table, attempts: Counter) -> Reordering:
     seen: set[tuple[str, str]] = set()
     for row in order.tolist():
         msg_id, consumer = ids[row], clients[row]
-        if msg_id not in attempts or (consumer, msg_id) in seen:
+        if msg_id not in attempts or (consumer, msg_id) in seen or msg_id in released:
             continue  # unexpected values and redeliveries are counted elsewhere
         seen.add((consumer, msg_id))
         producer, seq = split_id(msg_id)

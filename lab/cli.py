@@ -118,7 +118,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--users", type=int, default=10, help="Locust users in all (default 10)")
     p.add_argument("--spawn-rate", type=float, default=10.0, help="users started per second (default 10)")
     p.add_argument("--duration", type=_seconds, default=10.0, help="how long the load lasts: 60, 60s or 2m (default 10s)")
-    p.add_argument("--processes", type=int, default=1, help="Locust processes on this machine (default 1)")
+    p.add_argument("--processes", type=int, default=1,
+                   help="Locust processes on this machine (default 1); with --worker, worker processes")
     p.add_argument("--producers", type=int, default=1, help="weight of producers among the users (default 1)")
     p.add_argument("--consumers", type=int, default=1, help="weight of consumers among the users (default 1)")
     p.add_argument("--ack", choices=("reliable", "auto"), default="reliable",

@@ -164,11 +164,15 @@ def run_load(backend: str, *, users: int = 10, spawn_rate: float = 10.0, duratio
         raise WorkloadError("--spawn-rate and --duration must be > 0")
     if batch < 1:
         raise WorkloadError(f"--batch {batch}: use 1 or more")
-    from loadgen.client import client_factory, reads_in_batches, releases
+    from loadgen.client import check_load, client_factory, reads_in_batches, releases
 
     client_factory(backend)  # ValueError now, not in Locust's processes, if the design has no load generator
     if batch > 1 and not reads_in_batches(backend):
         raise WorkloadError(f"--batch {batch}: {backend}'s consumers read one message per request")
+    try:
+        check_load(backend, options, ack == "reliable", batch)
+    except ValueError as e:
+        raise WorkloadError(f"--batch {batch}, --ack {ack}: {e}") from None
     if release_p > 0 and not releases(backend):
         raise WorkloadError(f"--release-p {release_p:g}: {backend}'s consumers cannot hand a message back "
                             "(a log has no release; an uncommitted record returns when its session times out)")

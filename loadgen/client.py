@@ -9,7 +9,8 @@ Each design module ``loadgen/designs/<name>.py`` defines
     def make_client(targets: Targets, options: dict, reliable: bool, user: int[, batch: int]) -> LoadClient
 
 (a design whose consumers can read several messages per request takes ``batch``, and is
-only given it when it is more than 1).
+only given it when it is more than 1), and optionally ``check(options, reliable, batch)``,
+a ValueError for a load its client cannot make.
 
 ``targets`` maps each server node to its named ports' addresses (``{"n1": {"http":
 "127.0.0.1:41234"}}``); ``options`` are the design's checked options (``lab backends``);
@@ -74,6 +75,15 @@ def client_ports(backend: str) -> tuple[str, ...]:
 def releases(backend: str) -> bool:
     """Whether the design's consumers can hand a message back for another (``release``)."""
     return bool(getattr(_design(backend), "RELEASES", True))
+
+
+def check_load(backend: str, options: dict[str, Any], reliable: bool, batch: int) -> None:
+    """ValueError for a load the design's client cannot make, from its optional
+    ``check(options, reliable, batch)``: asked before Locust starts, where it would fail
+    each user on its own."""
+    check = getattr(_design(backend), "check", None)
+    if check is not None:
+        check(options, reliable, batch)
 
 
 def reads_in_batches(backend: str) -> bool:

@@ -18,6 +18,7 @@ from lab.checker import check
 from lab.record import ALPHA, Recorder, read_samples, write_samples
 from lab.runner import run
 from lab.workload import parse_workload
+from tests.history import history
 
 
 def write_run(path, run_id, rows, backend="hand", scenario="hand-made"):
@@ -138,6 +139,20 @@ def test_checker_totals_agree_with_the_python_checker_on_real_runs(spark, tmp_pa
         assert (got["verdict"], got["reason"]) == (judged.verdict, judged.reason) == (r.verdict.verdict, r.verdict.reason)
     assert totals.loc[runs[0].run_id, "lost"] > 0  # the crash really lost messages: the ideal allows it
     assert totals.loc[runs[0].run_id, "verdict"] == "allowed" and totals.loc[runs[1].run_id, "verdict"] == "valid"
+
+
+def test_a_released_get_is_no_delivery_in_the_pipeline_as_in_the_checker(spark, tmp_path):
+    samples = history(("put", "p0", "p0:0", "ok"), ("put", "p0", "p0:1", "fail"), ("put", "p0", "p0:2", "ok"),
+                      ("get", "c0", "p0:0", "ok"), ("release", "c0", "p0:0", "ok"), ("get", "c1", "p0:0", "ok"),
+                      ("get", "c0", "p0:2", "ok"), ("release", "c0", "p0:2", "info"), ("get", "c1", "p0:2", "ok"),
+                      ("get", "c1", "p0:2", "ok"), ("get", "c1", "p0:1", "ok"), ("release", "c1", "p0:1", "ok"))
+    (tmp_path / "run").mkdir()
+    write_samples(samples, tmp_path / "run" / "samples.parquet")
+    totals = aggregate(spark, [tmp_path / "run"], tmp_path / "out").checks.iloc[0]
+    expected = check(samples)
+    fields = ("attempts", "enqueued", "dequeued", "ok", "lost", "unexpected", "duplicated", "recovered")
+    assert {f: int(totals[f]) for f in fields} == {f: getattr(expected, f) for f in fields}
+    assert (expected.dequeued, expected.duplicated, expected.lost) == (3, 1, 0)  # p0:2 twice after its release
 
 
 def test_checks_of_runs_without_a_manifest_are_judged_by_jepsens_rule():

@@ -120,3 +120,20 @@ def test_redeliveries_do_not_count_as_reordering():
 def test_count_inversions_matches_brute_force(values):
     brute = sum(1 for i, j in itertools.combinations(range(len(values)), 2) if values[i] > values[j])
     assert count_inversions(values) == brute
+
+
+def test_a_released_get_is_no_delivery_and_its_message_is_left_out_of_the_order():
+    # c0 takes p0:0 and hands it back; c1 takes p0:1, then p0:0 again; c0's release of p0:2
+    # was lost (info): the message comes back all the same
+    v = check(history(("put", "p0", "p0:0", "ok"), ("put", "p0", "p0:1", "ok"), ("put", "p0", "p0:2", "ok"),
+                      ("get", "c0", "p0:0", "ok"), ("release", "c0", "p0:0", "ok"),
+                      ("get", "c1", "p0:1", "ok"), ("get", "c1", "p0:0", "ok"),
+                      ("get", "c0", "p0:2", "ok"), ("release", "c0", "p0:2", "info"), ("get", "c1", "p0:2", "ok")),
+              RunFacts("kestrel", {}, True, ()))
+    assert (v.dequeued, v.duplicated, v.lost) == (3, 0, 0)
+    assert v.reordering.inversions == 0 and v.verdict == "valid"
+
+
+def test_a_released_message_that_never_comes_back_is_lost():
+    v = check(history(("put", "p0", "p0:0", "ok"), ("get", "c0", "p0:0", "ok"), ("release", "c0", "p0:0", "ok")))
+    assert v.lost == 1 and not v.valid

@@ -11,7 +11,7 @@ import pytest
 from lab.cli import main
 from lab.load import run_load, split_users
 from lab.record import read_samples
-from lab.verdict import VALID
+from lab.verdict import ALLOWED, VALID
 from lab.workload import WorkloadError
 
 
@@ -51,6 +51,36 @@ def test_kestrel_with_sync_journal_always_loses_nothing_under_a_pause_and_a_kill
     assert "crash" in result.verdict.facts.faults and "pause" in result.verdict.facts.faults
     not_ok = samples.filter(pc.and_(pc.equal(samples["op"], "put"), pc.equal(samples["phase"], "fault")))
     assert not_ok.num_rows > 0  # the faults hit the load
+
+
+@pytest.mark.parametrize("backend", ["kestrel", "primer"])
+def test_released_messages_come_back_once_and_the_run_stays_valid(tmp_path, backend):
+    """A release hands the message back: its redelivery is no duplicate, and Kestrel's FIFO
+    holds for every message that was not released (lab.checker)."""
+    result = run_load(backend, users=4, spawn_rate=50, duration=2, release_p=0.3, out=tmp_path / "run", echo=_quiet)
+    v = result.verdict
+    assert v.judgement.verdict == VALID and v.duplicated == 0 and v.lost == 0, v.judgement.reason
+    samples = read_samples(result.run_dir)
+    assert samples.filter(pc.equal(samples["op"], "release")).num_rows > 20
+
+
+def test_kestrel_monitor_consumers_with_releases_lose_nothing_under_a_kill(tmp_path):
+    """--batch 4: consumers read with monitor and confirm each message, or abort a fifth of
+    them back to the queue; a kill -9 aborts every open read of the dead connections (which
+    come back: redeliveries are allowed under a crash, loss is not)."""
+    faults = [{"fault": "crash", "at": 1.5, "duration": 0.5, "target": "servers"}]
+    result = run_load("kestrel", users=4, spawn_rate=50, duration=4, batch=4, release_p=0.2, faults=faults,
+                      options={"syncJournal": "always", "maxOpenTransactions": 4}, out=tmp_path / "run", echo=_quiet)
+    v = result.verdict
+    assert v.lost == 0 and v.unexpected == 0 and v.judgement.verdict in (VALID, ALLOWED), v.judgement.reason
+    samples = read_samples(result.run_dir)
+    locust = samples.filter(pc.equal(samples["node"], "locust"))
+    ok = pc.equal(locust["outcome"], "ok")
+    releases = locust.filter(pc.and_(pc.equal(locust["op"], "release"), ok)).num_rows
+    acks = locust.filter(pc.and_(pc.equal(locust["op"], "ack"), ok)).num_rows
+    assert releases > 0 and acks > 3 * releases  # about a fifth released
+    gets = locust.filter(pc.and_(pc.equal(locust["op"], "get"), ok))["latency_ns"].to_pylist()
+    assert sum(1 for ns in gets if ns < 100_000) > len(gets) / 2  # most gets come from a monitor's buffer
 
 
 def test_two_locust_processes_write_their_own_samples(tmp_path):

@@ -106,6 +106,8 @@ def test_host_loads_a_server_lab_load_did_not_start_in_queues_of_its_own(kestrel
     (["load", "kestrel", "--master-host", "h"], "goes with --worker"),
     (["load", "primer", "--batch", "5"], "primer's consumers read one message per request"),
     (["load", "kestrel", "--batch", "0"], "--batch 0: use 1 or more"),
+    (["load", "kestrel", "--batch", "4"], "needs maxOpenTransactions >= 4 (it is 1)"),
+    (["load", "kestrel", "--batch", "4", "--ack", "auto", "--option", "maxOpenTransactions=4"], "needs reliable reads"),
     (["load", "queuefka", "--release-p", "0.1"], "queuefka's consumers cannot hand a message back"),
 ])
 def test_bad_distributed_and_host_arguments_are_one_line_errors(capsys, tmp_path, argv, words):

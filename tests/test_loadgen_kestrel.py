@@ -1,35 +1,49 @@
 """Kestrel's load client (``loadgen/designs/kestrel.py``) against a real ``lab serve kestrel``:
-its refusals and reads directly, then short headless Locust loads (a subprocess: locust's
-gevent must not patch the test process) whose recorded samples are checked; and
-``lab bench loadgen``'s output."""
+its refusals and reads directly, the monitor/confirm consumer (``batch > 1``) directly, then
+short headless Locust loads (a subprocess: locust's gevent must not patch the test process)
+whose recorded samples are checked; and ``lab bench loadgen``'s output."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from lab.live.processes import ServerProcess
 from loadgen.client import Refused
-from loadgen.designs.kestrel import make_client
+from loadgen.designs.kestrel import KestrelBatchClient, KestrelLoadClient, make_client, read_monitor
 from loadgen.recording import read_worker_samples
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = '[queues.tiny]\nmaxItems = 1\n'  # a queue whose second put is NOT_STORED
+BATCH_CONFIG = 'maxOpenTransactions = 8\n'  # a monitor stops at the connection's open reads per queue
+
+
+def _serve(tmp_path_factory, config: str):
+    folder = tmp_path_factory.mktemp("kestrel")
+    (folder / "kestrel.toml").write_text(config)
+    process = ServerProcess("kestrel", folder / "queues", ["--config", str(folder / "kestrel.toml")]).start()
+    yield process
+    process.stop()
 
 
 @pytest.fixture
 def kestrel(tmp_path_factory):
     """A fresh server per test: a load must not read what an earlier test left in q0."""
-    folder = tmp_path_factory.mktemp("kestrel")
-    (folder / "kestrel.toml").write_text(CONFIG)
-    process = ServerProcess("kestrel", folder / "queues", ["--config", str(folder / "kestrel.toml")]).start()
-    yield process
-    process.stop()
+    yield from _serve(tmp_path_factory, CONFIG)
+
+
+@pytest.fixture
+def kestrel_batch(tmp_path_factory):
+    """A fresh server whose connections may hold 8 open reads per queue (the default is 1)."""
+    yield from _serve(tmp_path_factory, BATCH_CONFIG)
 
 
 def _targets(kestrel: ServerProcess) -> dict:
@@ -84,12 +98,202 @@ def test_unreachable_server_is_not_a_refusal(tmp_path):
     assert not isinstance(caught.value, Refused)  # the outcome is unknown, not "did not happen"
 
 
-def _locust(kestrel: ServerProcess, run_dir: Path, ack: str) -> list[dict]:
+# ---------------------------------------------------------------- the monitor/confirm consumer
+
+def _batch_client(kestrel: ServerProcess, batch: int = 3) -> KestrelBatchClient:
+    client = make_client(_targets(kestrel), {"timeout": 5.0}, True, 1, batch=batch)
+    assert isinstance(client, KestrelBatchClient)
+    return client
+
+
+def _drain(kestrel: ServerProcess, queue: str, expect: int = 0) -> list[bytes]:
+    """What ``queue`` holds, taken for good by another client: ``expect`` messages waited for
+    (a closed connection's reads come back once the server has seen it close), then whatever
+    else is there now."""
+    got: list[bytes] = []
+    for wait_ms, limit in ((2000, expect), (10, None)):
+        client = make_client(_targets(kestrel), {"timeout": 5.0, "get_wait_ms": wait_ms}, False, 1)
+        try:
+            while limit is None or len(got) < limit:
+                item = client.get(queue)
+                if item is None:
+                    break
+                got.append(item[0])
+        finally:
+            client.close()
+    return got
+
+
+def test_monitor_reads_in_order_and_confirms_each_ack(kestrel_batch):
+    client = _batch_client(kestrel_batch)
+    sent = [b"m%d" % i for i in range(7)]
+    try:
+        for body in sent:
+            client.put("batch", body)
+        got, buffered = [], []
+        while (item := client.get("batch")) is not None:
+            got.append(item[0])
+            buffered.append(client.buffered("batch"))
+            client.ack("batch", item[1])
+        assert got == sent  # every message once, in order
+        assert buffered == [2, 1, 0, 2, 1, 0, 0]  # monitors of 3, 3, then the one left
+    finally:
+        client.close()
+    assert _drain(kestrel_batch, "batch") == []  # all confirmed: a new connection finds nothing
+
+
+def test_monitor_waits_whole_seconds_and_zero_reads_nothing(kestrel_batch):
+    """Why the consumer's monitor waits a second: with 0 its deadline has passed before the
+    first read, and the stream is a bare END even with an item queued."""
+    client = _batch_client(kestrel_batch)
+    try:
+        client.put("zero", b"a")
+        assert read_monitor(client.memcache, "zero", 0, 3) == []
+        started = time.monotonic()
+        assert read_monitor(client.memcache, "zero", 1, 1) == [b"a"]  # at most 1: no wait for more
+        assert time.monotonic() - started < 0.9  # not the second a monitor waits for more
+        assert client.memcache.raw_command("confirm zero 1") == b"END"
+    finally:
+        client.close()
+
+
+def test_release_puts_the_message_back_for_another_client(kestrel_batch):
+    client, other = _batch_client(kestrel_batch), _client(kestrel_batch, reliable=True)
+    try:
+        for body in (b"a", b"b", b"c"):
+            client.put("rel", body)
+        body, token = client.get("rel")
+        assert body == b"a" and client.buffered("rel") == 2
+        client.release("rel", token)  # get rel/abort: the oldest open read, which is a's
+        with pytest.raises(ValueError):
+            client.ack("rel", token)  # released: no confirm (it would confirm b)
+        body, other_token = other.get("rel")
+        assert body == b"a"  # back at the head, while b and c stay in the buffer
+        other.ack("rel", other_token)
+        for expected in (b"b", b"c"):
+            body, token = client.get("rel")
+            assert body == expected
+            client.ack("rel", token)
+    finally:
+        client.close()
+        other.close()
+    assert _drain(kestrel_batch, "rel") == []
+
+
+def test_acks_and_releases_go_oldest_first(kestrel_batch):
+    client = _batch_client(kestrel_batch, batch=2)
+    try:
+        client.put("order", b"a")
+        client.put("order", b"b")
+        (_, first), (_, second) = client.get("order"), client.get("order")
+        with pytest.raises(ValueError, match="oldest"):
+            client.ack("order", second)  # confirm would close a's read
+        with pytest.raises(ValueError, match="oldest"):
+            client.release("order", second)
+        with pytest.raises(ValueError, match="no unsettled read"):
+            client.ack("order", "not a token")
+        client.ack("order", first)
+        client.ack("order", second)
+    finally:
+        client.close()
+    assert _drain(kestrel_batch, "order") == []
+
+
+def test_a_cut_connection_empties_the_buffer_and_loses_nothing(kestrel_batch):
+    client = _batch_client(kestrel_batch)
+    try:
+        for body in (b"a", b"b", b"c"):
+            client.put("cut", body)
+        body, token = client.get("cut")
+        assert body == b"a" and client.buffered("cut") == 2
+        client.memcache.sock.shutdown(socket.SHUT_RDWR)  # the connection dies under the client
+        with pytest.raises(Exception) as caught:
+            client.ack("cut", token)
+        assert not isinstance(caught.value, Refused)  # the outcome is unknown
+        assert client.buffered("cut") == 0  # b and c went back with the connection
+        with pytest.raises(Refused, match="aborted"):
+            client.ack("cut", token)  # no read is left to confirm
+    finally:
+        client.close()
+    assert sorted(_drain(kestrel_batch, "cut", 3)) == [b"a", b"b", b"c"]  # all three, to another client
+
+
+def test_a_connection_closed_by_another_request_aborts_what_was_handed_out(kestrel_batch):
+    client = _batch_client(kestrel_batch)
+    try:
+        for body in (b"a", b"b", b"c"):
+            client.put("gone", body)
+        (_, first), (_, second) = client.get("gone"), client.get("gone")
+        with pytest.raises(Exception) as caught:
+            client.put("bad.name", b"x")  # an illegal queue name: the server drops the connection
+        assert not isinstance(caught.value, Refused)
+        assert client.buffered("gone") == 0
+        with pytest.raises(Refused, match="aborted"):
+            client.ack("gone", first)  # nothing sent: a confirm on the new connection would be ERROR
+        client.release("gone", second)  # back in the queue already: done
+    finally:
+        client.close()
+    assert sorted(_drain(kestrel_batch, "gone", 3)) == [b"a", b"b", b"c"]
+
+
+def test_a_monitor_cut_short_hands_out_nothing(kestrel_batch):
+    client = _batch_client(kestrel_batch)
+    try:
+        client.put("slow", b"a")  # connects
+        client.memcache.sock.settimeout(0.3)  # shorter than the monitor's second of waiting for 2 more
+        with pytest.raises(Exception) as caught:
+            client.get("slow")  # a arrives in the stream, then the read times out before the final END
+        assert not isinstance(caught.value, Refused)
+        assert client.buffered("slow") == 0 and client.memcache.sock is None
+    finally:
+        client.close()
+    assert _drain(kestrel_batch, "slow", 1) == [b"a"]
+
+
+def test_monitor_and_confirm_refusals(kestrel_batch):
+    client, admin = _batch_client(kestrel_batch, batch=2), _batch_client(kestrel_batch)
+    try:
+        client.put("no", b"a")
+        client.put("no", b"b")
+        _, token = client.get("no")
+        admin.put("no", b"c")
+        assert client.memcache.raw_command("confirm no 2") == b"END"  # a and b, behind the client's back
+        with pytest.raises(Refused, match="confirm no 1: ERROR"):
+            client.ack("no", token)  # none open: ERROR, and pymemcache closes the connection
+        assert client.buffered("no") == 0
+        assert admin.memcache.raw_command("status quiescent") == b"END"
+        with pytest.raises(Refused, match="monitor no: SERVER_ERROR"):
+            client.get("no")
+        assert admin.memcache.raw_command("status up") == b"END"
+    finally:
+        client.close()
+        admin.close()
+    assert _drain(kestrel_batch, "no") == [b"c"]
+
+
+@pytest.mark.parametrize("batch", [0, -1, 2.5, True, "3"])
+def test_bad_batch_values(batch):
+    with pytest.raises(ValueError, match="batch is the most messages one monitor reads"):
+        make_client({"kestrel": {"memcache": "127.0.0.1:1"}}, {}, True, 1, batch=batch)
+
+
+def test_batch_picks_the_client_and_needs_as_many_open_reads():
+    targets = {"kestrel": {"memcache": "127.0.0.1:1"}}  # no connection is made here
+    assert type(make_client(targets, {}, True, 1)) is KestrelLoadClient
+    assert type(make_client(targets, {}, True, 1, batch=1)) is KestrelLoadClient
+    with pytest.raises(ValueError, match="needs reliable reads"):
+        make_client(targets, {}, False, 1, batch=4)  # plain gets: one per request
+    assert type(make_client(targets, {"maxOpenTransactions": 4}, True, 1, batch=4)) is KestrelBatchClient
+    with pytest.raises(ValueError, match="needs maxOpenTransactions >= 4"):
+        make_client(targets, {"maxOpenTransactions": 1}, True, 1, batch=4)
+
+
+def _locust(kestrel: ServerProcess, run_dir: Path, ack: str, *more: str) -> list[dict]:
     argv = [sys.executable, "-m", "locust", "-f", str(ROOT / "loadgen" / "locustfile.py"), "--headless",
             "-u", "4", "-r", "100", "-t", "3s", "--only-summary", "--exit-code-on-error", "0",
             "--lab-backend", "kestrel", "--lab-targets", json.dumps(_targets(kestrel)),
             "--lab-options", json.dumps({"timeout": 5.0}), "--lab-run-dir", str(run_dir),
-            "--lab-queues", "2", "--lab-producers", "2", "--lab-consumers", "2", "--lab-ack", ack]
+            "--lab-queues", "2", "--lab-producers", "2", "--lab-consumers", "2", "--lab-ack", ack, *more]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
     return read_worker_samples(run_dir).to_pylist()
@@ -125,6 +329,22 @@ def test_plain_load_delivers_each_message_once(kestrel, tmp_path):
     ids = [r["msg_id"] for r in delivered]
     assert len(ids) == len(set(ids))  # plain gets take for good: no message twice
     assert not [r for r in rows if r["op"] in ("ack", "release")]
+
+
+def test_monitor_load_delivers_each_message_once_and_acks_it(kestrel_batch, tmp_path):
+    rows = _locust(kestrel_batch, tmp_path, "reliable", "--lab-batch", "4")
+    _, delivered = _check_common(rows)
+    ids = [r["msg_id"] for r in delivered]
+    assert len(ids) == len(set(ids))  # nothing released, no connection lost: no message twice
+    acks = [r for r in rows if r["op"] == "ack"]
+    assert all(r["outcome"] == "ok" for r in acks)
+    # a consumer stopped at the run's end may not have acked its last (what it held goes back)
+    assert len(delivered) - 2 <= len(acks) <= len(delivered)
+    assert {r["msg_id"] for r in acks} <= set(ids)
+    with urllib.request.urlopen(f"http://127.0.0.1:{kestrel_batch.ports['admin']}/stats.json", timeout=5) as reply:
+        stats = json.load(reply)
+    assert stats["cmd_monitor_get"] >= len(delivered)  # every delivery came from a monitor stream
+    assert stats["cmd_monitor_get"] > 2 * stats["cmd_monitor"]  # in batches, not one item per monitor
 
 
 @pytest.mark.skipif(shutil.which("memcached") is None and shutil.which("apt-get") is None,
