@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import subprocess
 import json
 import os
 import secrets
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from datetime import datetime, timezone
