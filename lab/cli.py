@@ -94,6 +94,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--workloads", nargs="+", type=Path, help="workload files or names (default: the standard set)")
     p.add_argument("--out", type=Path, help="output directory (default: results/runs/compare-<time>)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p = sub.add_parser("matrix", help="every design under every fault scenario over seeds, as one table (sim)")
+    p.add_argument("--backends", help="comma-separated backend names (default: all)")
+    p.add_argument("--scenarios", help="comma-separated scenario names or files (default: every scenario)")
+    p.add_argument("--seeds", type=int, default=5, help="seeds per cell, 1..K (default 5)")
+    p.add_argument("--option-sets", type=Path, metavar="FILE",
+                   help="YAML: {design: [{option: value, ...}, ...]} instead of each design's own option sets")
+    p.add_argument("--jobs", type=int, help="runs at a time (default: one per core)")
+    p.add_argument("--out", type=Path, help="output directory (default: results/runs/matrix-<time>)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p = sub.add_parser("aggregate", help="summarise the samples of runs with Spark")
     p.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories (or compare folders)")
     p.add_argument("--out", type=Path, help="output directory (default: results/summaries/<time>)")
@@ -389,6 +398,35 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_matrix(args: argparse.Namespace) -> int:
+    from lab.matrix import run_matrix
+
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError(f"--jobs {args.jobs}: use 1 or more")
+    overrides = _option_sets_file(args.option_sets) if args.option_sets else None
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()] if args.backends else None
+    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()] if args.scenarios else None
+    matrix = run_matrix(backends, scenarios, args.seeds, overrides, args.jobs, args.out, not args.no_progress)
+    print()
+    print(matrix.markdown_path.read_text())
+    print(f"table: {matrix.markdown_path} and {matrix.csv_path}")
+    print(f"heat map: {matrix.heatmap_path}")
+    return 0
+
+
+def _option_sets_file(path: Path) -> dict:
+    if not path.is_file():
+        raise UsageError(f"--option-sets {path}: no such file")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise UsageError(f"--option-sets {path}: not YAML: {e}") from None
+    if not isinstance(data, dict) or not all(
+            isinstance(sets, list) and all(isinstance(s, dict) for s in sets) for sets in data.values()):
+        raise UsageError(f"--option-sets {path}: use {{design: [{{option: value, ...}}, ...]}}")
+    return data
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     try:
         design_module(args.design, "serve").serve(args)
@@ -425,7 +463,7 @@ def _design_modules(part: str):
 
 COMMANDS = {"run": cmd_run, "serve": cmd_serve, "backends": cmd_backends, "workloads": cmd_workloads,
             "compare": cmd_compare, "aggregate": cmd_aggregate, "bench": cmd_bench, "cluster": cmd_cluster,
-            "load": cmd_load}
+            "load": cmd_load, "matrix": cmd_matrix}
 
 
 def _version() -> str:

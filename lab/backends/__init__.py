@@ -123,6 +123,8 @@ class Backend(ABC):
     worlds: ClassVar[tuple[str, ...]] = ("sim", "live")
     #: the options this design takes (``lab run --option KEY=VALUE``), typed and ranged
     options_declared: ClassVar[tuple[Option, ...]] = (TIMEOUT,)
+    #: the option sets that change what the design promises (``lab matrix`` runs each)
+    promise_options: ClassVar[tuple[Mapping[str, Any], ...]] = ({},)
 
     def __init__(self, world: World, options: Mapping[str, Any] | None = None):
         if world.kind not in self.worlds:

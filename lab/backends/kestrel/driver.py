@@ -90,6 +90,7 @@ class KestrelBackend(Backend):
         return Promises(f"kestrel with syncJournal={given}, {'reliable reads' if reliable else 'plain gets'}",
                         AT_LEAST_ONCE if reliable else AT_MOST_ONCE, FIFO, tuple(allowances))
 
+    promise_options = ({"syncJournal": "never"}, {"syncJournal": "always"})
     options_declared = (
         TIMEOUT,
         Option("syncJournal", "when a queue's journal is fsynced", "never, always, or a period such as 100ms",

@@ -95,6 +95,7 @@ class PrimerBackend(Backend):
     summary = ("master-master replicated queue: gossip membership (Plumtree), W-way sync or chain replication, "
                "reads from any node, leases and acks broadcast; AP under net-splits")
 
+    promise_options = ({"replicas": 2}, {"replicas": 3, "persistence": "aof"})
     options_declared = (
         TIMEOUT,
         Option("nodes", "master-master nodes (n1, n2, …)", "a whole number >= 1", whole(1), 3),

@@ -138,6 +138,7 @@ class QueuefkaBackend(Backend):
         return Promises(f"queuefka with fsync={given}, {'reliable acks' if reliable else 'auto acks'}",
                         AT_LEAST_ONCE if reliable else AT_MOST_ONCE, FIFO, tuple(allowances))
 
+    promise_options = ({"fsync": "never"}, {"fsync": "always"})
     options_declared = (
         TIMEOUT,
         Option("fsync", "when the log is fsynced", "never, always, <N>ms or <N>records", _fsync_text,
