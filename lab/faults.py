@@ -3,7 +3,8 @@
 
 A workload's ``faults`` is a list of entries. Every entry has
 
-    fault: partition        # the kind: pause, crash, partition, link-delay, loss, disk-delay
+    fault: partition        # the kind: pause, crash, partition, link-delay, loss, disk-delay,
+                            # gc, late-writes
     at: 1.0                 # seconds from the start of the run
     duration: 0.5           # seconds until it heals
     target: servers         # whom it hits (below): one target or a list of them
@@ -35,6 +36,29 @@ and the fields of its kind (a field another kind uses is refused, by name):
       p: 0.1                with this probability (required, in (0, 1])
     disk-delay   every fsync on the targets takes longer (delayed writes)
       ms: 20                added to each fsync (required, > 0)
+    gc           stop-the-world pauses on each target, drawn per node while the fault
+                 lasts (a garbage-collected runtime): young-generation pauses come at
+                 gaps drawn uniformly from 0.5 to 1.5 times ``young_every`` seconds (a
+                 generation fills at the allocation rate: roughly periodic), the first
+                 at a random phase within one ``young_every``, and last a lognormal time
+                 of median ``young_ms`` and shape ``sigma``; full pauses likewise
+                 (``full_every``, ``full_ms``), so a fault as long as ``full_every`` has
+                 at least one. A pause that comes while another holds the node starts
+                 when it ends (one collector); the heal ends any pause in force. A class
+                 with ``*_every: 0`` never happens.
+      preset: jvm           the defaults of the fields below; jvm: young_every 0.3,
+                            young_ms 12, full_every 2, full_ms 400, sigma 0.4 (young
+                            pauses every 0.15-0.45 s, 90% of them 6-23 ms long; full
+                            ones every 1-3 s, 90% of them 200-800 ms long)
+      young_every, young_ms, full_every, full_ms, sigma   override the preset's
+    late-writes  the simulated store on a target (CassieQ's Cassandra node, sim world)
+                 applies each message write late or never, as its design options
+                 ``cassandra_late_write_p`` ... do for a whole run; a target that runs
+                 no simulated store is untouched
+      late_p: 0.1           probability that a write is applied and answered late_s later
+      late_s: 1.0           seconds (> 0)
+      ghost_p: 0            probability that a write is never applied nor answered
+                            (a ghost monoton); late_p + ghost_p in (0, 1]
 
 Targets are functions of the run's nodes: ``servers``, ``server`` (one server),
 ``clients``, ``all`` (servers and clients), ``one`` (one of all), ``minority`` /
@@ -42,10 +66,12 @@ Targets are functions of the run's nodes: ``servers``, ``server`` (one server),
 Every random pick is drawn from the run's seed and the fault's number: the same seed
 gives the same nodes, and adding a fault does not move the others.
 
-Each world names the kinds it applies (``fault_kinds``: the sim world all of them); a
-kind the chosen world cannot apply is refused before the run starts. Faults compose:
-two overlapping partitions each mend only the links they cut, two pauses of one node
-end when both have.
+Each world names the kinds it applies (``fault_kinds``: the sim world all of them, the
+live world all but ``late-writes``); a kind the chosen world cannot apply is refused
+before the run starts. Faults compose: two overlapping partitions each mend only the
+links they cut, two pauses of one node (a ``pause`` and a ``gc`` pause among them) end
+when both have. A ``gc`` fault's pauses are drawn when it is placed, from the same
+seeded source as its nodes, one stream per node: its ``Placement`` lists them.
 """
 
 from __future__ import annotations
@@ -95,6 +121,9 @@ class FaultWorld(Protocol):
     def remove_delay(self, source: str, destination: str, extra_ns: int, jitter_ns: int = 0) -> None: ...
     def add_fsync_delay(self, node: str, ns: int) -> None: ...
     def remove_fsync_delay(self, node: str, ns: int) -> None: ...
+    # the sim world's only: a simulated store's late and ghost writes (late-writes)
+    def add_late_writes(self, node: str, late_p: float, late_s: float, ghost_p: float) -> None: ...
+    def remove_late_writes(self, node: str, late_p: float, late_s: float, ghost_p: float) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -411,6 +440,165 @@ class DiskDelay(Fault):
         for node in placement.nodes:
             world.add_fsync_delay(node, extra)
         return lambda: [world.remove_fsync_delay(node, extra) for node in placement.nodes]
+
+
+#: gc presets: the defaults of a gc fault's fields (a field the entry gives overrides its preset's)
+GC_PRESETS: dict[str, dict[str, float]] = {
+    # A JVM under a generational collector: minor collections several times a second, a
+    # few ms to a few tens of ms each; a full (old-generation) collection every few seconds,
+    # hundreds of ms. Lognormal lengths give the long tail a collector's pauses have.
+    "jvm": {"young_every": 0.3, "young_ms": 12.0, "full_every": 2.0, "full_ms": 400.0, "sigma": 0.4},
+}
+GC_FIELDS = {"young_every": "the mean gap between young pauses, in seconds (0: none)",
+             "young_ms": "the median young pause, in milliseconds",
+             "full_every": "the mean gap between full pauses, in seconds (0: none)",
+             "full_ms": "the median full pause, in milliseconds",
+             "sigma": "the lognormal shape of the pause lengths"}
+
+
+@dataclass(frozen=True)
+class GcPause:
+    """One drawn stop-the-world pause: ``start`` seconds after the fault starts, for ``length`` seconds."""
+
+    node: str
+    start: float
+    length: float
+    kind: str  # "young" or "full"
+
+
+@dataclass(frozen=True)
+class GcPlacement(Placement):
+    """A gc fault's placement: its nodes and every pause it will hold on them, in time order."""
+
+    pauses: tuple[GcPause, ...] = ()
+
+
+@register
+@dataclass(frozen=True)
+class Gc(Fault):
+    kind: ClassVar[str] = "gc"
+    FIELDS: ClassVar[tuple[str, ...]] = ("preset", *GC_FIELDS)
+    preset: str = "jvm"
+    young_every: float = 0.0
+    young_ms: float = 0.0
+    full_every: float = 0.0
+    full_ms: float = 0.0
+    sigma: float = 0.0
+
+    @classmethod
+    def parse_fields(cls, entry: dict[str, Any]) -> dict[str, Any]:
+        preset = entry.get("preset", "jvm")
+        if preset not in GC_PRESETS:
+            raise FieldError("preset", f"must be one of {', '.join(GC_PRESETS)}, got {preset!r}")
+        fields = {"preset": preset}
+        for key in GC_FIELDS:
+            value = entry.get(key, GC_PRESETS[preset][key])
+            positive = key.endswith("_ms")  # a pause that takes no time is no pause
+            if not (_is_number(value) and (value > 0 if positive else value >= 0)):
+                raise FieldError(key, f"{GC_FIELDS[key]}: a number {'>' if positive else '>='} 0, got {value!r}")
+            fields[key] = float(value)
+        if not fields["young_every"] and not fields["full_every"]:
+            raise FieldError("young_every", "young_every and full_every are both 0: the fault would pause nothing")
+        return fields
+
+    def place(self, cast: Cast, rng: random.Random) -> GcPlacement:
+        nodes = tuple(cast.resolve(self.target, rng))
+        base = rng.getrandbits(64)  # after the targets' picks: a node's pauses do not depend on the others'
+        pauses = sorted((p for node in nodes for p in self._draw(node, random.Random(f"{base}:gc:{node}"))),
+                        key=lambda p: (p.start, p.node))
+        full = sum(p.kind == "full" for p in pauses)
+        longest = max((p.length for p in pauses), default=0.0)
+        detail = f"{' '.join(nodes)}: {len(pauses) - full} young and {full} full pauses, longest {longest * 1e3:.0f} ms"
+        return GcPlacement(nodes, detail=detail, pauses=tuple(pauses))
+
+    def _draw(self, node: str, rng: random.Random) -> list[GcPause]:
+        """One node's pauses over the fault's duration (the rules in the module doc): each
+        class at uniform gaps around its mean, from a random phase, with lognormal lengths; a
+        pause that comes while the collector is busy waits for it, and the last one ends
+        with the fault. (Not Poisson arrivals: with a handful of full pauses per run, their
+        count would vary more between seeds than between designs.)"""
+        arrivals = []
+        for kind, every, median_ms in (("young", self.young_every, self.young_ms),
+                                       ("full", self.full_every, self.full_ms)):
+            if not every:
+                continue
+            t = rng.uniform(0, every)
+            while t < self.duration:
+                arrivals.append((t, kind, rng.lognormvariate(math.log(median_ms / 1e3), self.sigma)))
+                t += rng.uniform(0.5 * every, 1.5 * every)
+        pauses: list[GcPause] = []
+        busy_until = 0.0
+        for t, kind, length in sorted(arrivals):
+            start = max(t, busy_until)
+            if start >= self.duration:
+                break
+            busy_until = min(start + length, self.duration)
+            pauses.append(GcPause(node, start, busy_until - start, kind))
+        return pauses
+
+    def start(self, world: FaultWorld, placement: Placement, rt: Runtime) -> Heal:
+        pauses = placement.pauses if isinstance(placement, GcPlacement) else ()
+        holding: set[str] = set()  # nodes a pause of this fault holds now
+        healed = [False]
+
+        async def collect(node: str, mine: list[GcPause]) -> None:
+            t0 = rt.now()
+            for pause in mine:
+                await rt.sleep(max(0.0, t0 + pause.start - rt.now()))
+                if healed[0]:
+                    return
+                world.pause(node)
+                holding.add(node)
+                await rt.sleep(pause.length)
+                if healed[0]:
+                    return  # the heal resumed it
+                holding.discard(node)
+                world.resume(node)
+
+        tasks = [rt.spawn(collect(node, [p for p in pauses if p.node == node]), name=f"gc {node}")
+                 for node in placement.nodes]
+
+        def heal() -> None:
+            healed[0] = True
+            for task in tasks:
+                task.cancel()
+            for node in sorted(holding):
+                world.resume(node)
+            holding.clear()
+
+        return heal
+
+
+@register
+@dataclass(frozen=True)
+class LateWrites(Fault):
+    kind: ClassVar[str] = "late-writes"
+    FIELDS: ClassVar[tuple[str, ...]] = ("late_p", "late_s", "ghost_p")
+    late_p: float = 0.1
+    late_s: float = 1.0
+    ghost_p: float = 0.0
+
+    @classmethod
+    def parse_fields(cls, entry: dict[str, Any]) -> dict[str, Any]:
+        fields = {}
+        for key, default in (("late_p", cls.late_p), ("ghost_p", cls.ghost_p)):
+            value = entry.get(key, default)
+            if not (_is_number(value) and 0 <= value <= 1):
+                raise FieldError(key, f"a probability from 0 to 1, got {value!r}")
+            fields[key] = float(value)
+        chance = fields["late_p"] + fields["ghost_p"]
+        if not 0 < chance <= 1:
+            raise FieldError("late_p", f"late_p + ghost_p must be in (0, 1], got {chance:g}")
+        late_s = entry.get("late_s", cls.late_s)
+        if not (_is_number(late_s) and late_s > 0):
+            raise FieldError("late_s", f"seconds a late write lands after it was sent, a number > 0, got {late_s!r}")
+        return {**fields, "late_s": float(late_s)}
+
+    def start(self, world: FaultWorld, placement: Placement, rt: Runtime) -> Heal:
+        args = (self.late_p, self.late_s, self.ghost_p)
+        for node in placement.nodes:
+            world.add_late_writes(node, *args)
+        return lambda: [world.remove_late_writes(node, *args) for node in placement.nodes]
 
 
 def _milliseconds(entry: dict[str, Any], key: str, what: str, required: bool = True) -> float:

@@ -15,10 +15,14 @@
     consumer_delay: 0          # seconds after the start before the consumers begin: a backlog builds
     seed: 42                   # the run's seed (the CLI's --seed overrides it)
     faults: []                 # a fault schedule: entries as lab.faults describes them
+    recover_within: 3          # seconds: the liveness budget after the last heal (default none)
     sim: {}                    # optional sim-world physics: latency, loss, fifo_links, fsync
 
 A bad file is a ``WorkloadError`` that names the file, the field and the problem. The
-standard set lives in ``lab/workloads/``; its workloads are also found by name (``steady``).
+standard set lives in ``lab/workloads/`` (``lab compare`` runs each), the fault scenarios
+in ``lab/scenarios/`` (one per fault family, each with a fault phase, a healed phase and a
+``recover_within`` budget: everything acknowledged is to be delivered that long after the
+last heal); both are also found by name (``steady``, ``split-one``), standard set first.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from lab.faults import Fault, FieldError, parse_fault
 ACK_MODES = ("auto", "reliable")
 ARRIVALS = ("constant", "poisson")
 STANDARD_DIR = Path(__file__).parent / "workloads"
+SCENARIO_DIR = Path(__file__).parent / "scenarios"
 
 
 class WorkloadError(ValueError):
@@ -62,6 +67,9 @@ class Workload:
     consumer_delay: float = 0.0
     seed: int = 0
     faults: tuple[FaultSpec, ...] = ()
+    #: seconds after the last heal within which every message acknowledged before it is to
+    #: be delivered (a liveness budget; None: none set)
+    recover_within: float | None = None
     sim: dict[str, Any] = field(default_factory=dict)
     source: str = "<workload>"
 
@@ -84,7 +92,7 @@ class Workload:
 
 
 _FIELDS = ("name", "description", "queues", "producers", "consumers", "message_size", "rate", "arrivals", "duration",
-           "messages", "ack", "warmup", "consumer_delay", "seed", "faults", "sim")
+           "messages", "ack", "warmup", "consumer_delay", "seed", "faults", "recover_within", "sim")
 _SIM_FIELDS = ("latency", "loss", "fifo_links", "fsync")
 
 
@@ -93,15 +101,25 @@ def standard_workload_files() -> list[Path]:
     return sorted(STANDARD_DIR.glob("*.yaml"))
 
 
+def scenario_files() -> list[Path]:
+    """The fault scenarios' files (``lab/scenarios/``), by name."""
+    return sorted(SCENARIO_DIR.glob("*.yaml"))
+
+
 def load_workload(path: str | Path) -> Workload:
-    """Read and validate a workload file, or a standard workload given by name (``steady``)."""
+    """Read and validate a workload file, or a standard workload or scenario given by name
+    (``steady``, ``split-one``; the standard set is looked in first)."""
     path = Path(path)
     if not path.exists():
-        standard = STANDARD_DIR / f"{path.name.removesuffix('.yaml')}.yaml"
-        if path.parent != Path(".") or not standard.is_file():
+        stem = path.name.removesuffix(".yaml")
+        found = next((d / f"{stem}.yaml" for d in (STANDARD_DIR, SCENARIO_DIR) if (d / f"{stem}.yaml").is_file()),
+                     None)
+        if path.parent != Path(".") or found is None:
             names = ", ".join(p.stem for p in standard_workload_files())
-            raise WorkloadError(f"{path}: no such workload file, nor a standard workload ({names})")
-        path = standard
+            scenarios = ", ".join(p.stem for p in scenario_files())
+            raise WorkloadError(f"{path}: no such workload file, nor a standard workload ({names}) "
+                                f"or a scenario ({scenarios})")
+        path = found
     if path.is_dir():
         raise WorkloadError(f"{path}: is a directory, not a workload file")
     try:
@@ -193,6 +211,7 @@ def parse_workload(data: Any, source: str = "<workload>") -> Workload:
         consumer_delay=number("consumer_delay", 0.0, 0),
         seed=seed,
         faults=_parse_faults(data.get("faults") or [], fail),
+        recover_within=number("recover_within", None, 0, positive=True),
         sim=dict(sim),
         source=source,
     )
@@ -203,6 +222,8 @@ def parse_workload(data: Any, source: str = "<workload>") -> Workload:
             SimConfig.from_spec(workload.sim)
         except ValueError as e:
             raise fail("sim", str(e)) from None
+    if workload.recover_within is not None and not workload.faults:
+        raise fail("recover_within", "counts from the last heal: it needs a fault schedule ('faults')")
     end = workload.load_seconds
     for i, fault in enumerate(workload.faults):
         if end is not None and fault.at >= end:

@@ -18,7 +18,8 @@ with the design's statements (``read``, ``insert``, ``update``... as CassieQ's
   message row is, with probability ``late_write_p``, applied and answered only
   ``late_write_s`` later (an API node stalled between claiming its monoton and writing);
   with probability ``ghost_write_p`` it is never applied and never answered (the API node
-  died in between: the monoton is a ghost).
+  died in between: the monoton is a ghost). A ``late-writes`` fault (``lab.faults``) adds
+  its own chances while it holds the node (``SimWorld.add_late_writes``).
 """
 
 from __future__ import annotations
@@ -88,13 +89,17 @@ class SimCassandraNode:
         rt, model = self.rt, self.model
         lwt = bool(kw.get("if_not_exists") or kw.get("conditions"))
         if op == "insert" and table == "message" and lwt:
-            draw = rt.random.random()
-            if draw < model.ghost_write_p:
-                self.ghosts += 1
-                await rt.event().wait()  # never applied, never answered
-            elif draw < model.ghost_write_p + model.late_write_p:
-                self.late += 1
-                await rt.sleep(model.late_write_s)
+            # the model's own chance, then one per late-writes fault in force on this node
+            for late_p, late_s, ghost_p in [(model.late_write_p, model.late_write_s, model.ghost_write_p),
+                                            *rt.state.late_writes]:
+                draw = rt.random.random()
+                if draw < ghost_p:
+                    self.ghosts += 1
+                    await rt.event().wait()  # never applied, never answered
+                elif draw < ghost_p + late_p:
+                    self.late += 1
+                    await rt.sleep(late_s)
+                    break
         if lwt and model.lwt_round_trips > 1:
             await rt.sleep(self._round_trips(model.lwt_round_trips - 1))
         if op in _WRITES:

@@ -13,7 +13,8 @@ for one) reads either clock the same way. Every random draw comes from the world
 one stream per node incarnation, one for the network, one for the disks.
 
 The network is in ``models.network``, the disk in ``models.disk``; the fault verbs that
-``lab.faults`` applies (pause, crash, cut, lose, delay) are public methods of ``SimWorld``.
+``lab.faults`` applies (pause, crash, cut, lose, delay, late writes) are public methods of
+``SimWorld``.
 """
 
 from __future__ import annotations
@@ -142,6 +143,7 @@ class SimNode:
         self.up = True
         self.crashes = 0  # crashes in force: it restarts when the last one ends
         self.boot: Boot | None = None
+        self.late_writes: list[tuple[float, float, float]] = []  # (late_p, late_s, ghost_p) of faults in force
         self.runtime = SimRuntime(world, self)
 
 
@@ -271,7 +273,7 @@ class SimWorld:
 
     kind = "sim"
     #: the fault kinds this world applies (lab.faults): all of them
-    fault_kinds = ("pause", "crash", "partition", "link-delay", "loss", "disk-delay")
+    fault_kinds = ("pause", "crash", "partition", "link-delay", "loss", "disk-delay", "gc", "late-writes")
 
     def __init__(self, seed: int = 0, config: SimConfig | None = None):
         self.seed = seed
@@ -394,3 +396,12 @@ class SimWorld:
 
     def remove_fsync_delay(self, name: str, ns: int) -> None:
         self.nodes[name].disk.remove_fsync_delay(ns)
+
+    def add_late_writes(self, name: str, late_p: float, late_s: float, ghost_p: float) -> None:
+        """A simulated store on ``name`` (``models.cassandra``) applies each message write
+        late (``late_p``, ``late_s`` seconds) or never (``ghost_p``), besides what its own
+        model draws, until ``remove_late_writes``. A node with no such store ignores it."""
+        self.nodes[name].late_writes.append((late_p, late_s, ghost_p))
+
+    def remove_late_writes(self, name: str, late_p: float, late_s: float, ghost_p: float) -> None:
+        self.nodes[name].late_writes.remove((late_p, late_s, ghost_p))

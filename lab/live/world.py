@@ -3,15 +3,15 @@ disk folder; server nodes as processes of their own (``lab serve``, ``lab.live.p
 and the faults it applies to them; and the event-loop runner that also works inside
 Jupyter's running loop.
 
-Faults (the ``lab.faults.FaultWorld`` verbs) hit server processes only: ``pause`` is
-SIGSTOP until ``resume`` sends SIGCONT, ``crash`` is kill -9 with the page cache lost
-(files cut back to what was fsynced) and ``restart`` starts the server again on the same
-data dir and ports; ``disk-delay`` slows a server's fsyncs. Links (partition, delay, loss)
-are the proxies in this process (``lab.live.proxy``) between clients and servers, and
-between server processes that call each other: a design passes each server the address
-of a proxy per peer (``reach``, given to ``Backend.serve_args``), so a partition can split
-the servers into any shape. Clients run in this process: a process fault aimed at them
-is refused before the run (``refusal``).
+Faults (the ``lab.faults.FaultWorld`` verbs) hit server processes only: ``pause`` (and
+each pause of a ``gc`` fault) is SIGSTOP until ``resume`` sends SIGCONT, ``crash`` is
+kill -9 with the page cache lost (files cut back to what was fsynced) and ``restart``
+starts the server again on the same data dir and ports; ``disk-delay`` slows a server's
+fsyncs. Links (partition, delay, loss) are the proxies in this process (``lab.live.proxy``)
+between clients and servers, and between server processes that call each other: a design
+passes each server the address of a proxy per peer (``reach``, given to
+``Backend.serve_args``), so a partition can split the servers into any shape. Clients run
+in this process: a process fault aimed at them is refused before the run (``refusal``).
 """
 
 from __future__ import annotations
@@ -43,12 +43,12 @@ class LiveWorld:
     """Nodes in one asyncio process, talking over loopback TCP, each with a disk folder."""
 
     kind = "live"
-    #: the fault kinds this world applies (lab.faults): pause and crash to server processes;
-    #: partition, link-delay and loss to the links from clients to servers and between
-    #: server processes (``LiveLinks``); disk-delay to a server process's fsyncs (a control
-    #: file its disk reads, lab.live.disk)
-    fault_kinds = ("pause", "crash", "partition", "link-delay", "loss", "disk-delay")
-    PROCESS_FAULTS = ("pause", "crash", "disk-delay")
+    #: the fault kinds this world applies (lab.faults): pause, gc (its pauses) and crash to
+    #: server processes; partition, link-delay and loss to the links from clients to servers
+    #: and between server processes (``LiveLinks``); disk-delay to a server process's fsyncs
+    #: (a control file its disk reads, lab.live.disk). Not late-writes: no live store has a hook.
+    fault_kinds = ("pause", "crash", "partition", "link-delay", "loss", "disk-delay", "gc")
+    PROCESS_FAULTS = ("pause", "crash", "disk-delay", "gc")
     #: targets that may fall on a client, which runs in the runner's own process
     CLIENT_TARGETS = ("clients", "all", "one", "minority", "majority")
 
