@@ -175,7 +175,7 @@ def run_load(backend: str, *, users: int = 10, spawn_rate: float = 10.0, duratio
         raise WorkloadError(f"--batch {batch}, --ack {ack}: {e}") from None
     if release_p > 0 and not releases(backend):
         raise WorkloadError(f"--release-p {release_p:g}: {backend}'s consumers cannot hand a message back "
-                            "(a log has no release; an uncommitted record returns when its session times out)")
+                            "(a log has no release; an uncommitted record returns when its session ends)")
     if hosts and faults:
         raise WorkloadError("--faults act on the servers lab load starts: with --host the servers are yours")
     if hosts and master is not None and master.advertise:

@@ -29,12 +29,7 @@ CLIENTS = ("p0", "p1", "c0", "c1")  # the scenarios' producers and consumers, as
 QUICK = 2  # runs on every design go at half the scenario's rate: the same faults, fewer messages
 US = 1_000  # ns
 #: INVALID verdicts that are findings about a design, not mistakes of a scenario, and why.
-KNOWN_INVALID = {
-    # Every consumer is in one group, whose position they share and whose commits are
-    # cumulative: when a split cuts one consumer's fetch reply and another consumer commits
-    # past those records, they are never handed out again.
-    "queuefka": re.compile(r"^lost \d+ acknowledged messages? under partition"),
-}
+KNOWN_INVALID: dict[str, re.Pattern] = {}
 
 
 def quick(name: str) -> Workload:
@@ -352,10 +347,7 @@ def test_a_crash_loses_only_what_was_not_durable(runs, backend, durable, not_dur
 
 @pytest.mark.parametrize("backend, options", [
     ("kestrel", {"syncJournal": "never"}),
-    pytest.param("queuefka", {"fsync": "never"}, marks=pytest.mark.xfail(strict=True, reason=(
-        "Queuefka: after a crash cuts the log back behind a group's durable commit, the group "
-        "resumes reading at the log's end but keeps the old commit, so the records written "
-        "after the restart up to that commit are skipped (core/groups.py)"))),
+    ("queuefka", {"fsync": "never"}),
 ])
 def test_a_crash_loses_nothing_put_after_the_restart(runs, backend, options):
     w = load_workload("crash-all")

@@ -19,7 +19,8 @@ from loadgen.designs.http import Http
 
 PORTS = ("http",)  # a server node's ports the client uses
 #: a log has no release: a record fetched and not committed comes back to the group only when
-#: its session times out, so a load with releases is refused rather than timed as one
+#: its session ends (the connection closes, or it idles past the session timeout), so a load
+#: with releases is refused rather than timed as one
 RELEASES = False
 
 WAIT = 0.01  # seconds a fetch may wait for records (the server's long poll)

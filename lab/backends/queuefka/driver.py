@@ -102,6 +102,18 @@ class QueuefkaClient(QueueClient):
         _reply(*await self._send("POST", f"/topics/{quote(delivery.queue, safe='')}/groups/{GROUP}/commit",
                                  self.timeout, body))
 
+    async def backlog(self, queue: str) -> int | None:
+        """Whether the group ``lab`` has records of ``queue`` it has not acknowledged — leased
+        to a consumer (whose fetch's reply may have been cut: they come back when its
+        session ends) or not yet fetched: 1 if so (the count is unknown), else 0."""
+        status, body = await self._send("GET", f"/topics/{quote(queue, safe='')}", self.timeout)
+        if status == 404:
+            return 0
+        stats = _reply(status, body)
+        group = stats["groups"].get(GROUP)
+        committed = stats["first_address"] if group is None else group["committed"]
+        return int(committed < stats["end_address"])
+
     async def close(self) -> None:
         await self.conn.close()
 
@@ -121,14 +133,16 @@ class QueuefkaBackend(Backend):
 
     @classmethod
     def promises(cls, options: Mapping[str, Any], reliable: bool) -> Promises:
-        """At-least-once with reliable acks (commit after the get), at-most-once with auto acks
-        (commit before); FIFO per topic (one log); a crash loses what the log had not fsynced
-        (commits always wait for theirs)."""
+        """At-least-once with reliable acks (commit after the get; a commit never passes
+        records leased to another reader, and a reader's unacknowledged records come back
+        when its session ends), at-most-once with auto acks (commit before); FIFO per topic
+        (one log); a crash loses what the log had not fsynced (commits always wait for theirs)."""
         given = options.get("fsync", "never")
         policy = FsyncPolicy.parse(given)
         allowances = []
         if reliable:
-            allowances.append(Allowance("reordered", (ANY_FAULT,), "records not committed in time are handed out again"))
+            allowances.append(Allowance("reordered", (ANY_FAULT,), "records fetched by a reader whose connection "
+                                        "closed or idled before it committed are handed out again, after later ones"))
         if policy.mode == "never":
             allowances.append(Allowance("lost", ("crash",), f"fsync={given} loses the unsynced tail of the log"))
         elif policy.mode == "interval":

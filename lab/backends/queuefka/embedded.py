@@ -35,12 +35,14 @@ def topic_store(topic: Topic, create: bool = False) -> Store:
 
 class Writer(writer.Writer):
     """Appends records to a topic folder; thread-safe for writes, fsync interval on the
-    monotonic clock; one Writer per folder (``flock``)."""
+    monotonic clock; one Writer per folder (``flock``). Opening it recovers the log: a
+    torn tail is cut, and a group committed past the end is committed at the end."""
 
     def __init__(self, topic: Topic, segment_size_hint: int = DEFAULT_SEGMENT_SIZE, *,
                  fsync: FsyncPolicy | str = "never", max_payload: int = DEFAULT_MAX_RECORD):
         super().__init__(topic_store(topic, create=True), segment_size_hint, fsync=fsync, max_payload=max_payload,
                          clock=time.monotonic, lock=threading.Lock())
+        groups.clamp_commits(self.store, self.address)  # before a record is written behind a commit
 
 
 class Reader(reader.Reader):

@@ -4,6 +4,17 @@ Runs through the Runtime only (the disk through ``RuntimeStore``), so the same c
 engine of the node's HTTP front (``wire.http``) in both worlds. A produce is acknowledged once its records are handed to the
 disk, and — if the fsync policy asks for it — once the fsync completes; a commit always
 waits for its fsync.
+
+A group's readers share its position, as the consumers of a Kafka share group share a
+partition: each fetch hands out the next records, leased to the fetching ``Session`` (the
+HTTP front makes one per connection) until they are acknowledged. A commit of address A
+acknowledges the records before A in the fetch A points into, and every earlier fetch of
+the committing session wholly before A — never records leased to another session, nor
+ones handed back. The group's committed offset is its first record not acknowledged (the
+share-partition start offset), so a crash or restart hands out again what was not
+acknowledged, and a commit cannot skip records another reader has not processed. Records
+leased to a session that closes its connection, or is idle for ``session_timeout``, are
+handed out again (their fetch's reply may never have arrived).
 """
 
 from __future__ import annotations
@@ -12,7 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from lab.backends.queuefka.core.framing import segment_base, segment_name
-from lab.backends.queuefka.core.groups import GROUP_SUFFIX, MODES, Consumer, apply_retention, check_group_name, committed_offsets
+from lab.backends.queuefka.core.groups import (
+    GROUP_SUFFIX, MODES, Consumer, apply_retention, check_group_name, clamp_commits, committed_offsets,
+)
 from lab.backends.queuefka.core.reader import Reader
 from lab.storage import RuntimeStore
 from lab.backends.queuefka.core.writer import DEFAULT_SEGMENT_SIZE, FsyncPolicy, Writer
@@ -49,7 +62,8 @@ class Config:
     fsync: str = "never"  # the original never fsynced
     retention_age: float | None = None  # seconds; None keeps every segment
     retention_interval: float = 1.0
-    #: at-least-once: records fetched but not committed for this long are handed out again
+    #: at-least-once: records fetched and not committed are handed out again once the
+    #: session that fetched them has been idle this long (or closed its connection)
     session_timeout: float = 10.0
 
     def __post_init__(self) -> None:
@@ -87,10 +101,31 @@ def _check_group(name: str) -> str:
         raise BadRequest(str(e)) from None
 
 
+class Session:
+    """One reader of the broker (the HTTP front: one per connection). The records it
+    fetched and has not acknowledged are leased to it while it is open and active."""
+
+    __slots__ = ("seen", "closed")
+
+    def __init__(self, now: float):
+        self.seen = now  # when it last fetched or committed
+        self.closed = False
+
+
+@dataclass
+class _Lease:
+    """Records fetched and not acknowledged: ``start`` to ``end`` (the address after the
+    last), held by ``holder`` — or by nobody (None): handed back, to be handed out again."""
+
+    start: int
+    end: int
+    holder: Session | None
+
+
 @dataclass
 class _Group:
-    consumer: Consumer
-    progress_at: float  # when the group last had nothing outstanding, or committed
+    consumer: Consumer  # its reader is the group's shared position; its offset the committed one
+    leases: list[_Lease] = field(default_factory=list)  # disjoint, in address order, below the position
 
 
 @dataclass
@@ -100,6 +135,7 @@ class _Topic:
     writer: Writer
     arrived: Any  # a Runtime event, replaced after every produce
     groups: dict[str, _Group] = field(default_factory=dict)
+    recovered: bool = False  # group commits were cut back to the log's end: settle them before appending
 
 
 class QueuefkaCore:
@@ -109,6 +145,25 @@ class QueuefkaCore:
         self.rt = rt
         self.config = config or Config()
         self.topics: dict[str, _Topic] = {}
+        self._local = Session(rt.now())  # the one session of callers that name none
+
+    def session(self) -> Session:
+        """A new reader session (a connection's)."""
+        return Session(self.rt.now())
+
+    def end_session(self, session: Session) -> None:
+        """The session is gone (its connection closed): what it held is handed out again now."""
+        session.closed = True
+        for topic in self.topics.values():
+            handed_back = False
+            for state in topic.groups.values():
+                for lease in state.leases:
+                    if lease.holder is session:
+                        lease.holder = None
+                        handed_back = True
+            if handed_back:  # wake the fetches that wait
+                arrived, topic.arrived = topic.arrived, self.rt.event()
+                arrived.set()
 
     def exists(self, name: str) -> bool:
         """Whether topic ``name`` has a log (a folder with no segment is not a topic)."""
@@ -127,12 +182,18 @@ class QueuefkaCore:
                 raise UnknownTopic(f"no topic {name!r}")
             store = RuntimeStore(self.rt, name)
             writer = Writer(store, self.config.segment_size_hint, fsync=self.config.fsync, clock=self.rt.now)
-            topic = self.topics[name] = _Topic(name, store, writer, self.rt.event())
+            # Recovery: a group committed past the end the log recovered to (a crash lost its
+            # unsynced tail) is committed at that end before a record is written there.
+            recovered = bool(clamp_commits(store, writer.address))
+            topic = self.topics[name] = _Topic(name, store, writer, self.rt.event(), recovered=recovered)
         return topic
 
     async def produce(self, name: str, payloads: tuple[bytes, ...] | list[bytes]) -> list[int]:
         """Append ``payloads``; their addresses, once as durable as the fsync policy says."""
         topic = self.topic(name)
+        if topic.recovered:  # the cut-back commits are durable before any record lands behind them
+            await topic.store.settle(lambda file: file.endswith(GROUP_SUFFIX))
+            topic.recovered = False
         addresses = topic.writer.write_many(list(payloads)) if len(payloads) > 1 else [topic.writer.write(payloads[0])]
         topic.writer.flush()  # readers (consumer groups) see the bytes now
         await topic.store.settle(_is_segment)  # not a consumer's commit: only the log's fsyncs
@@ -140,54 +201,112 @@ class QueuefkaCore:
         arrived.set()
         return addresses
 
-    def _group(self, topic: _Topic, group: str, mode: str | None = None) -> _Group:
-        """The group's reading state (in memory; its file only exists once it commits)."""
+    def _group(self, topic: _Topic, group: str) -> _Group:
+        """The group's reading state (in memory; its file only exists once it commits).
+        Its ``Consumer`` only reads and records commits: the leases here decide them."""
         state = topic.groups.get(group)
         if state is None:
-            state = topic.groups[group] = _Group(Consumer(topic.store, group, mode or MODES[0]), self.rt.now())
-        if mode is not None:
-            state.consumer.mode = mode
+            state = topic.groups[group] = _Group(Consumer(topic.store, group, MODES[0]))
         return state
 
     async def fetch(self, name: str, group: str, max_count: int = 1, wait: float = 0.0,
-                    mode: str = "at-least-once") -> Fetched:
-        """Up to ``max_count`` records for ``group``, waiting up to ``wait`` seconds for one."""
+                    mode: str = "at-least-once", session: Session | None = None) -> Fetched:
+        """Up to ``max_count`` records for ``group``, waiting up to ``wait`` seconds for one:
+        records handed back first, then the next ones. At-least-once leases them to
+        ``session`` until it commits them; at-most-once acknowledges them before returning."""
         if mode not in MODES:
             raise BadRequest(f"mode {mode!r}: use {' or '.join(MODES)}")
         if not 1 <= max_count <= MAX_FETCH:
             raise BadRequest(f"max {max_count}: use 1 to {MAX_FETCH}")
         _check_group(group)
         topic = self.topic(name, create=False)
-        state = self._group(topic, group, mode)
+        state = self._group(topic, group)
+        session = self._local if session is None else session
         deadline = self.rt.now() + max(0.0, wait)
         while True:
             if topic.groups.get(group) is not state:  # deleted while this fetch waited
                 return Fetched([], state.consumer.position)
-            consumer = state.consumer
-            if consumer.position == consumer.committed:
-                state.progress_at = self.rt.now()
-            elif self.rt.now() - state.progress_at > self.config.session_timeout:
-                consumer.rewind()  # fetched long ago, never committed: hand them out again
-                state.progress_at = self.rt.now()
-            records = consumer.poll(max_count)
+            session.seen = self.rt.now()  # a session waiting in a fetch is alive
+            expires = self._hand_back_expired(state)
+            records, next_address = self._take(topic, state, max_count, None if mode == MODES[1] else session)
             if records:
-                await topic.store.settle(_group_file(group))  # at-most-once: the commit is durable first
-                return Fetched(records, consumer.position)
+                if mode == MODES[1]:  # at-most-once: acknowledged before they are handed out
+                    state.consumer.commit(self._floor(state))
+                    await topic.store.settle(_group_file(group))
+                return Fetched(records, next_address)
             remaining = deadline - self.rt.now()
             if remaining <= 0:
-                return Fetched([], consumer.position)
+                return Fetched([], state.consumer.position)
+            if expires is not None:  # wake when another session's lease runs out
+                remaining = min(remaining, max(expires - self.rt.now(), 1e-3))
             await self.rt.wait(topic.arrived, remaining)
 
-    async def commit(self, name: str, group: str, address: int) -> int:
-        """Commit ``address`` for ``group`` (a record address, or the end of the log)."""
+    def _hand_back_expired(self, state: _Group) -> float | None:
+        """Hand back the leases of sessions closed or idle for ``session_timeout``; when the
+        next of the others runs out (None: no other lease)."""
+        now, timeout, nearest = self.rt.now(), self.config.session_timeout, None
+        for lease in state.leases:
+            holder = lease.holder
+            if holder is None:
+                continue
+            if holder.closed or now - holder.seen > timeout:
+                lease.holder = None
+            elif nearest is None or holder.seen + timeout < nearest:
+                nearest = holder.seen + timeout
+        return nearest
+
+    def _take(self, topic: _Topic, state: _Group, max_count: int,
+              holder: Session | None) -> tuple[list[tuple[int, bytes]], int]:
+        """Up to ``max_count`` records and the address after them, from the first lease
+        handed back, else from the group's position; leased to ``holder`` (None: acknowledged)."""
+        back = next((lease for lease in state.leases if lease.holder is None), None)
+        if back is None:
+            start = state.consumer.position
+            records = state.consumer.poll(max_count)
+            if records and holder is not None:
+                state.leases.append(_Lease(start, state.consumer.position, holder))
+            return records, state.consumer.position
+        with Reader(topic.store, back.start) as reader:
+            records = reader.read_many(max_count)
+            after = reader.address
+        taken = [r for r in records if r[0] < back.end]
+        if len(taken) < len(records):
+            after = records[len(taken)][0]
+        if holder is not None:
+            state.leases.insert(state.leases.index(back), _Lease(back.start, after, holder))
+        back.start = after
+        if back.start >= back.end:
+            state.leases.remove(back)
+        return taken, after
+
+    @staticmethod
+    def _floor(state: _Group) -> int:
+        """The group's first record not acknowledged: what it commits."""
+        return min((lease.start for lease in state.leases), default=state.consumer.position)
+
+    async def commit(self, name: str, group: str, address: int, session: Session | None = None) -> int:
+        """Acknowledge up to ``address`` (a record address, or the end of the log) for
+        ``group``: the records before it in the fetch it points into, ``session``'s earlier
+        fetches before it, and any records never handed out before it (committing ahead
+        skips them). The group's committed offset: its first record not acknowledged."""
         _check_group(group)
         topic = self.topic(name, create=False)
         self._check_commit_address(topic, address)  # before the group exists: a refusal writes nothing
         state = self._group(topic, group)
-        state.consumer.commit(address)
-        state.progress_at = self.rt.now()
+        session = self._local if session is None else session
+        session.seen = self.rt.now()
+        for lease in state.leases:
+            if lease.start < address <= lease.end:  # the fetch it points into
+                lease.start = address
+            elif lease.end <= address and lease.holder is session:  # this session's earlier fetches
+                lease.start = lease.end
+        state.leases = [lease for lease in state.leases if lease.start < lease.end]
+        consumer = state.consumer
+        if address > consumer.position:  # ahead of every record handed out: skip to it
+            consumer.reader.seek(address)
+        consumer.commit(self._floor(state))
         await topic.store.settle(_group_file(group))
-        return state.consumer.committed
+        return consumer.committed
 
     async def create_group(self, name: str, group: str, start: int | str = "beginning") -> int:
         """Create ``group`` committed at ``start``: "beginning" (the oldest record kept), "end"
@@ -209,7 +328,7 @@ class QueuefkaCore:
         state = self._group(topic, group)
         state.consumer.commit(address)
         state.consumer.rewind()  # reads before it was created do not count
-        state.progress_at = self.rt.now()
+        state.leases.clear()
         await topic.store.settle(_group_file(group))
         return state.consumer.committed
 
@@ -272,6 +391,9 @@ class QueuefkaCore:
                 for state in topic.groups.values():
                     if state.consumer.position < start:
                         state.consumer.rewind()
+                    for lease in state.leases:
+                        lease.start = max(lease.start, min(lease.end, start))
+                    state.leases = [lease for lease in state.leases if lease.start < lease.end]
         return deleted
 
     async def run_retention(self) -> None:

@@ -8,6 +8,12 @@ append-only file of records in the log's own framing
 compacted by write-and-rename when it grows. The original's glob of ``*.slab`` never
 sees these files, so a topic stays readable by it.
 
+A crash that loses the log's unsynced tail can leave a group committed past the log's
+end. Addresses are byte positions, so the log writes its next records at those addresses
+again: on recovery such a commit is cut back to the end (``clamp_commits``, before
+anything is appended; a ``Consumer`` does the same when it opens), else the records
+written there after the restart would be skipped.
+
 Delivery modes: **at-least-once** — ``poll`` hands records out, the caller commits after
 processing, and a crash before the commit redelivers them; **at-most-once** — ``poll``
 commits before it returns, so a crash while processing loses them instead.
@@ -117,6 +123,33 @@ class CommittedOffset:
             self._file.close()
 
 
+def log_end(store: Store) -> int:
+    """The address after the last byte of the log (0 if it has no segment)."""
+    bases = sorted(b for b in map(segment_base, store.names()) if b is not None)
+    return bases[-1] + store.size(segment_name(bases[-1])) if bases else 0
+
+
+def clamp_commits(store: Store, end: int) -> dict[str, int]:
+    """Commit at ``end`` every group committed past it (fsync requested): for a log
+    recovered to ``end`` after a crash lost its tail, before anything is appended there.
+    The groups cut back, with the commit each had."""
+    clamped = {}
+    for name in store.names():
+        if name.endswith(GROUP_SUFFIX):
+            offset = CommittedOffset(store, name[: -len(GROUP_SUFFIX)])
+            if offset.address > end:
+                clamped[name[: -len(GROUP_SUFFIX)]] = offset.address
+                _warn_past_end(store, name[: -len(GROUP_SUFFIX)], offset.address, end)
+                offset.commit(end)
+            offset.close()
+    return clamped
+
+
+def _warn_past_end(store: Store, group: str, address: int, end: int) -> None:
+    log.warning("%s: group %s committed %d, past the end of the log (%d), which lost a tail it "
+                "had not fsynced (a crash): committing it at the end", store.location, group, address, end)
+
+
 def committed_offsets(store: Store) -> dict[str, int]:
     """Every group's committed offset in a topic."""
     out = {}
@@ -144,6 +177,13 @@ class Consumer:
         self.group = group
         self.mode = mode
         self.offset = CommittedOffset(self.store, group)
+        end = log_end(self.store)
+        if self.offset.address > end:
+            # The log lost a tail it never fsynced (a crash) after this group committed
+            # past it: those records are gone, and new ones are written from ``end`` — at
+            # addresses below the old commit, which must not hide them.
+            _warn_past_end(self.store, group, self.offset.address, end)
+            self.offset.commit(end)
         self.reader = self.reader_class(self.store, self._start(self.offset.address), **reader)
 
     def _start(self, address: int) -> int:
@@ -151,14 +191,7 @@ class Consumer:
         bases = sorted(b for b in map(segment_base, self.store.names()) if b is not None)
         if not bases:
             return 0
-        end = bases[-1] + self.store.size(segment_name(bases[-1]))
-        if address > end:
-            # The log lost a tail it never fsynced (a crash) after this group committed
-            # past it; those records are gone, and new ones will be written from ``end``.
-            log.warning("%s: group %s committed %d, past the end of the log (%d): resuming at the end",
-                        self.store.location, self.group, address, end)
-            return end
-        return max(address, bases[0])
+        return max(min(address, log_end(self.store)), bases[0])
 
     @property
     def committed(self) -> int:

@@ -28,6 +28,10 @@ of opening, or of the previous response, or it is closed (slowloris): the connec
 ``timeout``, which the world enforces while no request runs (so a long-polling GET is not
 cut) and which bytes trickling in do not reset.
 
+Each connection is one reader session of the core (``core.broker.Session``): the records
+a GET hands out at least once are leased to it until a commit acknowledges them, and
+handed out again if the connection closes first, or stays idle for the session timeout.
+
 ``accept_http(core)`` is what a world's ``net.listen(port, ...)`` takes.
 """
 
@@ -35,9 +39,12 @@ from __future__ import annotations
 
 import base64
 import json
+from functools import partial
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from lab.backends.queuefka.core.broker import MAX_FETCH, BadRequest, GroupExists, QueuefkaCore, UnknownGroup, UnknownTopic
+from lab.backends.queuefka.core.broker import (
+    MAX_FETCH, BadRequest, GroupExists, QueuefkaCore, Session, UnknownGroup, UnknownTopic,
+)
 from lab.backends.queuefka.core.framing import DEFAULT_MAX_RECORD
 from lab.wire.http import HttpServerConnection, Request, Response, Router, error, json_response
 
@@ -94,7 +101,7 @@ async def produce(core: QueuefkaCore, request: Request) -> Response:
     return json_response({"address": address}, status=201)
 
 
-async def fetch(core: QueuefkaCore, request: Request) -> Response:
+async def fetch(core: QueuefkaCore, request: Request, session: Session | None = None) -> Response:
     query = request.query
     group = query.get("group")
     if not group:
@@ -106,7 +113,8 @@ async def fetch(core: QueuefkaCore, request: Request) -> Response:
         return error(400, f"format={raw!r}: use json or raw")
     if raw == "raw" and max_count != 1:
         return error(400, "format=raw returns one record: use max=1")
-    fetched = await core.fetch(request.params["topic"], group, max_count, wait, query.get("mode", "at-least-once"))
+    fetched = await core.fetch(request.params["topic"], group, max_count, wait, query.get("mode", "at-least-once"),
+                               session=session)
     if raw == "raw":
         if not fetched.records:
             return Response(204, b"", {"Queuefka-Next": str(fetched.next)})
@@ -117,12 +125,12 @@ async def fetch(core: QueuefkaCore, request: Request) -> Response:
     return json_response({"records": records, "next": fetched.next})
 
 
-async def commit(core: QueuefkaCore, request: Request) -> Response:
+async def commit(core: QueuefkaCore, request: Request, session: Session | None = None) -> Response:
     body = _json_body(request, '{"address": N}')
     address = body.get("address") if isinstance(body, dict) else None
     if not isinstance(address, int) or isinstance(address, bool):
         return error(400, 'the body must be JSON with an integer address: {"address": N}')
-    committed = await core.commit(request.params["topic"], request.params["group"], address)
+    committed = await core.commit(request.params["topic"], request.params["group"], address, session=session)
     return json_response({"committed": committed})
 
 
@@ -162,12 +170,27 @@ ROUTES: tuple[tuple[str, str, Route], ...] = (
 )
 
 
-def make_router(core: QueuefkaCore) -> Router:
-    """Queuefka's routes over ``core``."""
+def make_router(core: QueuefkaCore, session: Session | None = None) -> Router:
+    """Queuefka's routes over ``core``; reads and commits in ``session`` (None: the core's
+    one session of callers that name none)."""
     router = Router()
     for method, pattern, route in ROUTES:
+        if route in (fetch, commit):
+            route = partial(route, session=session)
         router.add(method, pattern, _guarded(core, route))
     return router
+
+
+class _SessionConnection(HttpServerConnection):
+    """An HTTP connection that is one reader session: closing it ends the session."""
+
+    def __init__(self, core: QueuefkaCore, **http: Any):
+        self.core, self.session = core, core.session()
+        super().__init__(make_router(core, self.session), **http)
+
+    def lost(self) -> None:
+        super().lost()
+        self.core.end_session(self.session)  # what it fetched and did not commit is handed out again
 
 
 def accept_http(core: QueuefkaCore, *, max_payload: int = DEFAULT_MAX_RECORD,
@@ -178,9 +201,8 @@ def accept_http(core: QueuefkaCore, *, max_payload: int = DEFAULT_MAX_RECORD,
         raise ValueError(f"header timeout {header_timeout}: use a number of seconds > 0")
     if max_payload < 0:
         raise ValueError(f"max payload {max_payload}: use a number of bytes >= 0")
-    router = make_router(core)
 
     def accept() -> HttpServerConnection:
-        return HttpServerConnection(router, max_body=max_payload, header_timeout=header_timeout)
+        return _SessionConnection(core, max_body=max_payload, header_timeout=header_timeout)
 
     return accept
