@@ -150,7 +150,7 @@ def run_matrix(backends: Iterable[str] | None = None, scenarios: Iterable[str] |
          f"= {len(work)} runs in the {WORLD} world, {jobs} at a time; folder {directory}")
     results: dict[Cell, list[SeedRun]] = {cell: [] for cell in cells}
     bar = _bar(len(work), progress)
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
+    with ProcessPoolExecutor(max_workers=jobs, initializer=_quiet) as pool:
         futures = {pool.submit(_run_one, workloads[cell.scenario], cell.backend, dict(cell.options), seed,
                                directory / _folder(cell, seed)): cell for cell, seed in work}
         try:
@@ -182,6 +182,14 @@ def _bar(total: int, progress: bool):
     from tqdm import tqdm
 
     return tqdm(total=total, unit="run", disable=not progress, dynamic_ncols=True)
+
+
+def _quiet() -> None:
+    """A worker logs errors only: what a design says of each run (a journal's torn tail
+    after a crash) would bury the progress bar; the run's verdict and files hold the facts."""
+    import logging
+
+    logging.getLogger().setLevel(logging.ERROR)
 
 
 def _run_one(workload: Workload, backend: str, options: dict[str, Any], seed: int, out: Path) -> SeedRun:

@@ -1,7 +1,7 @@
 """The simulated network: links with latency distributions, loss and partitions.
 
-A message is a frame ``(source, incarnation, kind, request_id, payload)`` handed to a
-SimPy timeout whose callback delivers it; no process per message. Partitions are a set
+A message is a frame ``(sender's runtime, destination, kind, request_id, payload, tries
+left)`` handed to a SimPy timeout whose callback delivers it; no process per message. Partitions are a set
 of blocked (source, destination) pairs, checked when a message is sent and again when
 it would arrive, so a split also drops what was in flight (Jepsen's and Maelstrom's
 model). Faults add loss and delay per link (``add_loss``, ``add_delay``), and each heal
@@ -10,6 +10,11 @@ random latencies reorder messages. Every drop is counted by cause, as TigerBeetl
 packet simulator does.
 
 Payloads travel by reference: cores must treat messages as immutable values.
+
+Messages are datagrams — a request or a reply a partition drops is gone, and the caller's
+timeout decides — except a connection's close (``send(..., reliable=True)``), which TCP
+retransmits until it arrives: a server whose client gave up during a split learns of it
+after the heal, as a real one would (its FIN retransmitted), and not never.
 """
 
 from __future__ import annotations
@@ -24,6 +29,9 @@ from typing import TYPE_CHECKING, Any, Iterable
 from lab.runtime import Accept, CallTimeout, Handler, RemoteError, Unreachable
 from models.awaitables import Await, to_ns
 from models.streams import SimConnection, SimListeners
+
+RETRANSMIT = 0.2  # seconds between a reliable frame's tries (Linux's minimum TCP retransmission timeout)
+RETRANSMISSIONS = 300  # tries of a reliable frame: a minute of a split, longer than any run's
 
 if TYPE_CHECKING:
     from models.world import SimConfig, SimRuntime, SimWorld
@@ -145,10 +153,16 @@ class SimNetwork:
 
     # ---------------------------------------------------------------- transport
 
-    def transmit(self, source: "SimRuntime", destination: str, kind: str, request_id: int, payload: Any) -> None:
+    def transmit(self, source: "SimRuntime", destination: str, kind: str, request_id: int, payload: Any,
+                 reliable: int = 0) -> None:
+        """Send one frame. ``reliable``: a one-way frame TCP would retransmit until it arrives
+        (a connection's close, its FIN): dropped by a partition or by loss, it is sent again
+        ``RETRANSMIT`` seconds later while its sender lives, at most ``RETRANSMISSIONS`` times
+        (the number counts the tries left)."""
         link = (source.node, destination)
         if link in self.blocked:
             self.dropped["partition"] += 1
+            self._again(source, destination, kind, request_id, payload, reliable)
             return
         loss = self.loss
         if self.link_loss and link in self.link_loss:
@@ -158,6 +172,7 @@ class SimNetwork:
             loss = 1.0 - kept
         if loss and self.rng.random() < loss:
             self.dropped["loss"] += 1
+            self._again(source, destination, kind, request_id, payload, reliable)
             return
         now = self.env.now
         arrival = now + self.link_latency.get(link, self.latency).sample_ns(self.rng)
@@ -167,13 +182,26 @@ class SimNetwork:
         if self.fifo:
             arrival = max(arrival, self._last_arrival.get(link, 0))
             self._last_arrival[link] = arrival
-        frame = (source.node, source.incarnation, destination, kind, request_id, payload)
+        frame = (source, destination, kind, request_id, payload, reliable)
         self.env.timeout(arrival - now, frame).callbacks.append(self._arrive)
 
+    def _again(self, source: "SimRuntime", destination: str, kind: str, request_id: int, payload: Any,
+               reliable: int) -> None:
+        if reliable > 1 and source.alive:
+            retry = (source, destination, kind, request_id, payload, reliable - 1)
+            self.env.timeout(to_ns(RETRANSMIT), retry).callbacks.append(self._retransmit)
+
+    def _retransmit(self, event) -> None:
+        source, destination, kind, request_id, payload, reliable = event.value
+        if source.alive:  # a crash of the sender ends its connections, and their FINs with them
+            self.transmit(source, destination, kind, request_id, payload, reliable)
+
     def _arrive(self, event) -> None:
-        source, incarnation, destination, kind, request_id, payload = event.value
+        runtime, destination, kind, request_id, payload, reliable = event.value
+        source = runtime.node
         if (source, destination) in self.blocked:
             self.dropped["partition"] += 1
+            self._again(runtime, destination, kind, request_id, payload, reliable)
             return
         node = self.world.nodes.get(destination)
         if node is None or not node.up:
@@ -259,6 +287,7 @@ class SimNetPort:
             raise RemoteError(payload)
         return payload
 
-    def send(self, peer: str, message: Any) -> None:
+    def send(self, peer: str, message: Any, reliable: bool = False) -> None:
+        """A one-way message; ``reliable``: retransmitted until it arrives, as TCP would (a close)."""
         if self.rt.alive:
-            self.network.transmit(self.rt, peer, "send", 0, message)
+            self.network.transmit(self.rt, peer, "send", 0, message, RETRANSMISSIONS if reliable else 0)

@@ -6,7 +6,8 @@ the server's connection wrote while it handled them (with whether it then closed
 stream here is as FIFO and as faulty as the network's links: a partition or a pause
 delays or drops the exchange, and the client's timeout decides, as over TCP. A client that
 gives up on an exchange closes its connection, as a real client does, and the server's
-side then cancels the request that waits and tells the protocol (``lost``). The sim does
+side then cancels the request that waits and tells the protocol (``lost``); the close is
+retransmitted until it arrives, as TCP's FIN is, so a split delays it and does not lose it. The sim does
 not enforce a connection's idle timeout: a simulated client is never idle by accident.
 """
 
@@ -146,7 +147,7 @@ class SimConnection:
 
     def _drop(self) -> None:
         if self.conn is not None:
-            self.net.send(self.node, StreamClose(self.port, self.conn))
+            self.net.send(self.node, StreamClose(self.port, self.conn), reliable=True)  # a FIN: retransmitted
             self.conn = None
 
     async def close(self) -> None:

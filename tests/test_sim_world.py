@@ -297,3 +297,20 @@ def test_fault_verbs_compose_and_each_undo_removes_only_its_own():
     assert 2800 < both < 3200 and 1800 < one < 2200 and none == 0
     assert delayed == 9 * MS  # 1 + 7 ms there, 1 ms back: only the 5 ms delay was removed
     assert still_cut and not world.net.blocked and not world.net.link_loss and not world.net.link_delay
+
+
+def test_swarm_seed_174_a_close_cut_by_a_split_reaches_the_server_after_the_heal(tmp_path):
+    """lab swarm, kestrel seed 174 (shrunk): loss drops the reply of a reliable get, so the
+    client times out and closes its connection while a split cuts it off. The close was
+    one datagram and the split dropped it: the server never aborted the open read and
+    p0:640 was lost. A close is TCP's FIN, retransmitted until it arrives."""
+    from lab.runner import run
+    from lab.workload import parse_workload
+
+    workload = parse_workload({
+        "name": "swarm-s174-shrunk", "producers": 1, "consumers": 1, "rate": 1000, "duration": 1.5,
+        "ack": "reliable", "seed": 174,
+        "faults": [{"fault": "loss", "at": 0.639, "duration": 0.091, "target": "servers", "p": 0.1},
+                   {"fault": "partition", "at": 1.298, "duration": 0.518, "target": "all", "shape": "minority"}]})
+    result = run(workload, "kestrel", "sim", out=tmp_path / "run", progress=False)
+    assert result.verdict.lost == 0 and result.verdict.verdict == "valid", result.verdict.reason
