@@ -210,3 +210,25 @@ def test_crash_all_seed_42_loses_no_put_made_after_the_restart(tmp_path: Path):
     crash = faults[faults.error.str.startswith("start faults[0] ")].t_start_ns.iloc[0]
     assert result.verdict.verdict != "invalid", result.verdict.line()
     assert all(start < crash for start in lost.values()), sorted(lost)[:5]
+
+
+@pytest.mark.parametrize("seed, options, fault", [
+    # a pause longer than the clients' timeout: a fetch cancelled by its timeout advanced the
+    # group's shared position, and the other consumer's commit skipped its records
+    (23, {}, {"fault": "pause", "at": 0.582, "duration": 1.428, "target": "queuefka-0"}),
+    # a record handed out before its fsync, committed past, lost by the crash: the record
+    # written at its address after the restart was skipped by the stale commit
+    (186, {"fsync": "always"}, {"fault": "crash", "at": 0.94, "duration": 0.057, "target": "servers"}),
+])
+def test_swarm_seeds_23_and_186_shrunk_lose_no_acknowledged_message(tmp_path, seed, options, fault):
+    """lab swarm's shrunk schedules of the two Queuefka findings (seed-23-shrunk.yaml of
+    queuefka, seed-186-shrunk.yaml of queuefka with fsync=always), replayed as found."""
+    from lab.runner import run
+    from lab.workload import parse_workload
+
+    duration = {23: 0.375, 186: 0.75}[seed]
+    workload = parse_workload({"name": f"swarm-s{seed}-shrunk", "producers": 2, "consumers": 2, "rate": 1000,
+                               "duration": duration, "warmup": 0.25, "ack": "reliable", "seed": seed,
+                               "faults": [fault]})
+    result = run(workload, "queuefka", "sim", out=tmp_path / "run", progress=False, options=options)
+    assert result.verdict.lost == 0 and result.verdict.verdict != "invalid", result.verdict.reason
