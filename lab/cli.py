@@ -315,13 +315,18 @@ def cmd_load(args: argparse.Namespace) -> int:
     return _print_result(result)
 
 
-def _fault_file(path: Path) -> list:
+def _yaml_file(flag: str, path: Path) -> Any:
+    """A YAML file a flag names; a UsageError if it is missing or not YAML."""
     if not path.is_file():
-        raise UsageError(f"--faults {path}: no such file")
+        raise UsageError(f"{flag} {path}: no such file")
     try:
-        data = yaml.safe_load(path.read_text())
+        return yaml.safe_load(path.read_text())
     except yaml.YAMLError as e:
-        raise UsageError(f"--faults {path}: not YAML: {e}") from None
+        raise UsageError(f"{flag} {path}: not YAML: {e}") from None
+
+
+def _fault_file(path: Path) -> list:
+    data = _yaml_file("--faults", path)
     faults = data.get("faults") if isinstance(data, dict) else data
     if not isinstance(faults, list):
         raise UsageError(f"--faults {path}: use a list of faults, or a mapping with a `faults:` list")
@@ -463,12 +468,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 
 def _option_sets_file(path: Path) -> dict:
-    if not path.is_file():
-        raise UsageError(f"--option-sets {path}: no such file")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise UsageError(f"--option-sets {path}: not YAML: {e}") from None
+    data = _yaml_file("--option-sets", path)
     if not isinstance(data, dict) or not all(
             isinstance(sets, list) and all(isinstance(s, dict) for s in sets) for sets in data.values()):
         raise UsageError(f"--option-sets {path}: use {{design: [{{option: value, ...}}, ...]}}")
