@@ -9,9 +9,18 @@ and writes the run directory:
     results/runs/<run_id>/manifest.json     workload, backend, world, seed, versions,
                                             machine, timings, checker verdict, summary
 
-Producers follow OMB's rate limiter: intended send times at a fixed interval, or at
-exponential gaps (``arrivals: poisson``); a producer that falls behind sends at once
-until it catches up, and records how late each send started (rate 0: closed loop).
+Producers with constant arrivals follow OMB's rate limiter: one client, closed loop, with
+intended send times at a fixed interval; a producer that falls behind sends at once until
+it catches up, and records how late each send started (rate 0: as fast as it can). With
+``arrivals: poisson`` a producer is open-loop, a population of independent clients: each
+put starts at its scheduled time (exponential gaps) whether earlier puts have finished or
+not, as its own task on the producer's node, on an idle client of the producer's pool or a
+new one (a client is one connection, which takes one request at a time); its ``delay_ns``
+is how late it started (0 on time: only a pause of the producer's node makes it late).
+
+A workload with ``consumers: 0`` loads the server with puts alone; after the load the
+runner starts one consumer, ``drain``, that reads every queue until it is empty, so every
+acknowledged put is still checked for delivery: its gets are all in the drain phase.
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ RETRY_PAUSE = 0.01  # seconds a client backs off after a failed operation
 DRAIN_STALL = 30.0  # seconds the final drain goes on without a delivery before it gives up
 DRAIN_CAP = 600.0  # seconds the final drain may take at most, deliveries or not
 PROGRESS_STEP = 0.25  # seconds (of the world's clock) between progress updates
+DRAIN_CONSUMER = "drain"  # the node and client of the drain consumer of a workload with no consumers
 
 
 @dataclass
@@ -201,12 +211,17 @@ async def _main(control: Runtime, world: World, backend: Backend, workload: Work
     quotas = _split(workload.messages, workload.producers) if workload.messages else [None] * workload.producers
 
     producers = []
+    open_loop = workload.arrivals == "poisson"
     for i, name in enumerate(producer_nodes):
         rt = world.node(name)
-        client = backend.client(rt, reliable)
-        producers.append(rt.spawn(_produce(rt, client, name, queues[i % len(queues)], workload.message_size,
-                                           _gaps(rt, rate_each, workload.arrivals), stop_at, quotas[i],
-                                           recorder, state), name=name))
+        gaps = _gaps(rt, rate_each, workload.arrivals)
+        if open_loop:
+            producer = _produce_open(rt, _ClientPool(backend, rt, reliable), name, queues[i % len(queues)],
+                                     workload.message_size, gaps, stop_at, quotas[i], recorder, state)
+        else:
+            producer = _produce(rt, backend.client(rt, reliable), name, queues[i % len(queues)],
+                                workload.message_size, gaps, stop_at, quotas[i], recorder, state)
+        producers.append(rt.spawn(producer, name=name))
     consumers = []
     for i, name in enumerate(consumer_nodes):
         rt = world.node(name)
@@ -227,6 +242,10 @@ async def _main(control: Runtime, world: World, backend: Backend, workload: Work
                      for i, f in enumerate(workload.faults) if i not in nemesis.started]
     state.draining = True
     phase_bounds += [state.warmup_end, control.now_ns()]  # the phases are set from these and the fault rows
+    if not consumers:  # a producer-only load: one consumer drains every queue, so every put is checked
+        rt = world.node(DRAIN_CONSUMER)
+        consumers.append(rt.spawn(_consume(rt, backend.client(rt, reliable), DRAIN_CONSUMER, queues, reliable,
+                                           recorder, state), name=DRAIN_CONSUMER))
     for task in consumers:
         await task
     if state.drain_gave_up:
@@ -277,6 +296,71 @@ async def _produce(rt: Runtime, client: QueueClient, name: str, queue: str, size
         if not put.ok and put.end_ns == put.start_ns:
             await rt.sleep(RETRY_PAUSE)  # an instant failure must not spin the clock in place
     await client.close()
+
+
+class _ClientPool:
+    """An open-loop producer's clients: an idle one for each put, or a new one when every
+    client is busy (a stream client takes one request at a time); most recently idle first."""
+
+    def __init__(self, backend: Backend, rt: Runtime, reliable: bool):
+        self.backend, self.rt, self.reliable = backend, rt, reliable
+        self.idle: list[QueueClient] = []
+        self.made = 0
+
+    def take(self) -> QueueClient:
+        if self.idle:
+            return self.idle.pop()
+        self.made += 1
+        return self.backend.client(self.rt, self.reliable)
+
+    def give_back(self, client: QueueClient) -> None:
+        self.idle.append(client)
+
+    async def close(self) -> None:
+        while self.idle:
+            await self.idle.pop().close()
+
+
+async def _produce_open(rt: Runtime, pool: _ClientPool, name: str, queue: str, size: int, gaps: Iterator[int],
+                        stop_at: int | None, quota: int | None, recorder: Recorder, state: _State) -> None:
+    """Open loop: each put is a task of its own, started at its scheduled time on a client of
+    ``pool``, whether the puts before it have finished or not."""
+    in_flight = 0
+    all_done = None  # an event while the producer waits for its last puts
+
+    async def put_one(client: QueueClient, seq: int, delay: int) -> None:
+        nonlocal in_flight
+        try:
+            msg_id = message.message_id(name, seq)
+            start = rt.now_ns()
+            body = message.encode(msg_id, start, size)
+            with recorder.measure(rt.now_ns, rt.node, name, "put", queue, msg_id, len(body), delay) as put:
+                await client.put(queue, body)
+            state.puts += 1
+            state.enqueued += put.ok
+        finally:
+            pool.give_back(client)
+            in_flight -= 1
+            if in_flight == 0 and all_done is not None:
+                all_done.set()
+
+    intended = rt.now_ns()
+    seq = 0
+    while quota is None or seq < quota:
+        now = rt.now_ns()
+        if intended > now:
+            await rt.sleep((intended - now) / 1e9)
+        if stop_at is not None and intended >= stop_at:
+            break
+        delay = rt.now_ns() - intended
+        intended += next(gaps)
+        in_flight += 1
+        rt.spawn(put_one(pool.take(), seq, delay), name=f"{name} put")
+        seq += 1
+    if in_flight:
+        all_done = rt.event()
+        await all_done.wait()
+    await pool.close()
 
 
 async def _consume(rt: Runtime, client: QueueClient, name: str, queues: list[str], reliable: bool,

@@ -4,10 +4,11 @@
     description: one line      # what the workload shows (``lab workloads`` lists it)
     queues: 1                  # queues the producers spread over
     producers: 1
-    consumers: 1
+    consumers: 1               # 0: puts alone; one consumer drains the queues after the load
     message_size: 100          # bytes per message body
     rate: 1000                 # messages/s in total; 0 = as fast as possible (closed loop)
-    arrivals: constant         # with a rate: constant gaps, or poisson (exponential gaps)
+    arrivals: constant         # with a rate: constant gaps, closed loop behind a rate limiter,
+                               # or poisson: exponential gaps, open loop (each put at its time)
     duration: 5                # seconds of load after warm-up ... or
     messages: 10000            # ... a total number of messages (exactly one of the two)
     ack: auto                  # auto: a get removes the message; reliable: get, then ack
@@ -17,6 +18,13 @@
     faults: []                 # a fault schedule: entries as lab.faults describes them
     recover_within: 3          # seconds: the liveness budget after the last heal (default none)
     sim: {}                    # optional sim-world physics: latency, loss, fifo_links, fsync
+
+Arrivals: with ``constant`` each producer is one client that sends at fixed intervals and
+waits for each put before the next (OMB's rate limiter: a put that returns late delays the
+ones after it, and their ``delay_ns`` says how late). With ``poisson`` a producer stands
+for a population of independent clients: each put starts at its scheduled time whether
+earlier ones have finished or not (open loop), so the server sees Poisson arrivals however
+slowly it answers.
 
 A bad file is a ``WorkloadError`` that names the file, the field and the problem. The
 standard set lives in ``lab/workloads/`` (``lab compare`` runs each), the fault scenarios
@@ -200,7 +208,7 @@ def parse_workload(data: Any, source: str = "<workload>") -> Workload:
         description=description.strip(),
         queues=integer("queues", 1, 1),
         producers=integer("producers", 1, 1),
-        consumers=integer("consumers", 1, 1),
+        consumers=integer("consumers", 1, 0),
         message_size=integer("message_size", 100, 1),
         rate=number("rate", 0.0, 0),
         arrivals=arrivals,
