@@ -8,6 +8,7 @@ keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from lab.compare import NothingToRun
 from lab.paths import BadRunDir
 from lab.spark import JavaMissing
 from lab.verdict import INVALID
-from lab.workload import WorkloadError, load_workload
+from lab.workload import Workload, WorkloadError, load_workload
 
 
 class UsageError(Exception):
@@ -83,6 +84,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, help="run directory (default: results/runs/<run_id>)")
     p.add_argument("--option", action="append", default=[], type=_option, metavar="KEY=VALUE",
                    help="a backend option, e.g. fsync=always (repeatable; `lab backends` lists them)")
+    p.add_argument("--calibration", metavar="FILE|none",
+                   help="sim world: the service-time model of the server nodes' CPU (a `lab calibrate` file), "
+                        "or none for no CPU model (default: the design's committed calibration)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     sub.add_parser("backends", help="list the registered backends and what each supports")
@@ -372,11 +376,28 @@ def cmd_swarm(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from lab.runner import run
 
-    workload = load_workload(args.workload)
+    workload = with_calibration(load_workload(args.workload), args.calibration, args.world)
     backend_class(args.backend)
     result = run(workload, args.backend, args.world, seed=args.seed, out=args.out, progress=not args.no_progress,
                  options=dict(args.option))
     return _print_result(result)
+
+
+def with_calibration(workload: Workload, calibration: str | None, world: str) -> Workload:
+    """``workload`` with ``--calibration`` in its sim block (checked here: a bad file is a usage error)."""
+    if calibration is None:
+        return workload
+    if world != "sim":
+        raise UsageError("--calibration sets the sim world's CPU model; the live world has a real CPU")
+    if calibration != "none":
+        from lab.service import ServiceModel, ServiceModelError
+
+        try:
+            ServiceModel.load(calibration)
+        except ServiceModelError as e:
+            raise UsageError(f"--calibration: {e}") from None
+        calibration = str(Path(calibration).resolve())
+    return dataclasses.replace(workload, sim={**workload.sim, "calibration": calibration})
 
 
 def _print_result(result) -> int:

@@ -17,7 +17,8 @@
     seed: 42                   # the run's seed (the CLI's --seed overrides it)
     faults: []                 # a fault schedule: entries as lab.faults describes them
     recover_within: 3          # seconds: the liveness budget after the last heal (default none)
-    sim: {}                    # optional sim-world physics: latency, loss, fifo_links, fsync
+    sim: {}                    # optional sim-world physics: latency (or calibrated), loss, fifo_links, fsync,
+                               # cores per server node, calibration (a `lab calibrate` file, or none)
 
 Arrivals: with ``constant`` each producer is one client that sends at fixed intervals and
 waits for each put before the next (OMB's rate limiter: a put that returns late delays the
@@ -101,7 +102,7 @@ class Workload:
 
 _FIELDS = ("name", "description", "queues", "producers", "consumers", "message_size", "rate", "arrivals", "duration",
            "messages", "ack", "warmup", "consumer_delay", "seed", "faults", "recover_within", "sim")
-_SIM_FIELDS = ("latency", "loss", "fifo_links", "fsync")
+_SIM_FIELDS = ("latency", "loss", "fifo_links", "fsync", "cores", "calibration")
 
 
 def standard_workload_files() -> list[Path]:

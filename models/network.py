@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable
 
 from lab.runtime import Accept, CallTimeout, Handler, RemoteError, Unreachable
+from lab.service import message_bytes, message_kind
 from models.awaitables import Await, to_ns
 from models.streams import SimConnection, SimListeners
 
@@ -246,7 +247,7 @@ class SimNetPort:
         self.rt = runtime
         self.handler: Handler | None = None
         self.pending: dict[int, Any] = {}
-        self.streams = SimListeners()
+        self.streams = SimListeners(runtime)
         self._connections = itertools.count()
 
     async def serve(self, handler: Handler) -> None:
@@ -262,7 +263,10 @@ class SimNetPort:
         return f"{self.rt.node}.{self.rt.incarnation}#{next(self._connections)}"
 
     async def answer(self, handler: Handler, source: str, kind: str, request_id: int, payload: Any) -> None:
+        cpu = self.rt.cpu
         try:
+            if cpu is not None and not self.streams.accepts(payload):  # a stream charges per request
+                await cpu.serve(message_kind(payload), message_bytes(payload))
             reply, status = await handler(source, payload), "ok"
         except Exception as e:  # the caller gets the error; the node goes on
             reply, status = e, "err"

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from lab.runtime import Accept, CallTimeout, ProtocolDrop, RemoteError, ServerConnection, Unreachable
+from lab.service import request_kind
 
 if TYPE_CHECKING:
     from models.network import SimNetPort
-    from models.world import SimTask
+    from models.world import SimRuntime, SimTask
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -56,7 +57,8 @@ class _Accepted:
 class SimListeners:
     """The ports one node incarnation listens on, and their open connections."""
 
-    def __init__(self) -> None:
+    def __init__(self, runtime: "SimRuntime") -> None:
+        self.rt = runtime
         self.ports: dict[str, Accept] = {}
         self.open: dict[tuple[str, str], _Accepted] = {}
 
@@ -93,8 +95,13 @@ class SimListeners:
 
         conn = accepted.conn
         conn.feed(message.data)
+        cpu = self.rt.cpu
+        nbytes = len(message.data)  # charged to the first request the bytes complete
         try:
             while not accepted.closed and (request := conn.next_request()) is not None:
+                if cpu is not None:
+                    await cpu.serve(request_kind(conn, request), nbytes)
+                    nbytes = 0
                 if not await conn.handle(request, send):
                     self._close(key)
         except ProtocolDrop as e:

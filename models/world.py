@@ -28,7 +28,9 @@ from simpy.events import Event as SimPyEvent
 
 from lab.runtime import Boot, Cancelled, NodeDown
 from lab.worlds import as_coroutine, node_random
+from lab.service import ServiceModel
 from models.awaitables import NS, Await, to_ns
+from models.cpu import NodeCpu
 from models.disk import DiskModel, SimDisk, SimDiskStore
 from models.network import LatencyModel, SimNetwork, SimNetPort
 
@@ -102,13 +104,35 @@ class SimConfig:
     loss: float = 0.0  # probability that a message is dropped
     fifo_links: bool = True  # messages on one (src, dst) link arrive in order, as over TCP
     disk: DiskModel = field(default_factory=DiskModel)
+    #: server nodes' CPU: False for none; else the service times of ``service`` (a
+    #: calibration file), or of the design's committed calibration when ``service`` is None
+    cpu: bool = True
+    service: ServiceModel | None = None
+    cores: int | None = None  # cores per server node (None: the calibration's)
+    latency_calibrated: bool = False  # links take the calibration's loopback latency
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any]) -> "SimConfig":
-        """From a workload's ``sim`` mapping: latency, loss, fifo_links, fsync."""
+        """From a workload's ``sim`` mapping: latency (a mapping, or ``calibrated``), loss,
+        fifo_links, fsync, cores, calibration (a file, or ``none`` for no CPU model)."""
         config = cls()
-        if "latency" in spec:
+        if spec.get("latency") == "calibrated":
+            config.latency_calibrated = True
+        elif "latency" in spec:
             config.latency = LatencyModel.from_spec(_mapping(spec["latency"], "latency"))
+        if "cores" in spec:
+            cores = spec["cores"]
+            if isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
+                raise ValueError(f"cores must be a whole number >= 1, got {cores!r}")
+            config.cores = cores
+        if "calibration" in spec:
+            calibration = spec["calibration"]
+            if calibration == "none":
+                config.cpu = False
+            elif isinstance(calibration, str) and calibration:
+                config.service = ServiceModel.load(calibration)
+            else:
+                raise ValueError(f"calibration must be a calibration file or none, got {calibration!r}")
         if "fsync" in spec:
             config.disk = DiskModel(fsync=LatencyModel.from_spec(_mapping(spec["fsync"], "fsync")))
         if "loss" in spec:
@@ -144,7 +168,14 @@ class SimNode:
         self.crashes = 0  # crashes in force: it restarts when the last one ends
         self.boot: Boot | None = None
         self.late_writes: list[tuple[float, float, float]] = []  # (late_p, late_s, ghost_p) of faults in force
+        self.service: ServiceModel | None = None  # the CPU's service times (None: no CPU model)
+        self.cores = 1
         self.runtime = SimRuntime(world, self)
+
+    def install_cpu(self, service: ServiceModel, cores: int) -> None:
+        """Give the node ``cores`` cores serving with ``service``, from this incarnation on."""
+        self.service, self.cores = service, cores
+        self.runtime.cpu = self.runtime.new_cpu()
 
 
 class SimRuntime:
@@ -159,8 +190,16 @@ class SimRuntime:
         self.random = node_random(world.seed, node.name, node.incarnation)
         self.disk = SimDisk(node.disk, self)
         self.net = SimNetPort(world.net, self)
+        self.cpu = self.new_cpu()
         self.alive = True
         self.processes: dict[simpy.Process, None] = {}  # insertion-ordered: deterministic
+
+    def new_cpu(self) -> NodeCpu | None:
+        node = self.state
+        if node.service is None:
+            return None
+        rng = random.Random(f"{self.world.seed}:cpu:{node.name}:{node.incarnation}")
+        return NodeCpu(self.env, node.cores, node.service, rng)
 
     # clock
     def now(self) -> float:
@@ -297,7 +336,18 @@ class SimWorld:
         return rt
 
     async def start_server(self, node: str, design: Any) -> None:
-        """A design's server node: its boot, on a simulated node."""
+        """A design's server node: its CPU (``design.service_model()``, unless the config
+        names a calibration or none) and its boot, on a simulated node."""
+        config = self.config
+        service = (config.service or design.service_model()) if config.cpu else None
+        if config.latency_calibrated:
+            if service is None or not service.network:
+                raise ValueError(f"latency: calibrated needs a calibration with a network latency; "
+                                 f"{design.name} has {'none' if service is None else 'none in ' + service.source}")
+            self.net.latency = LatencyModel.from_spec(dict(service.network))
+        if service is not None and node in design.cpu_nodes:
+            self.node(node)
+            self.nodes[node].install_cpu(service, config.cores or service.cores)
         await self.start(node, design.boot(node))
 
     async def stop_server(self, node: str) -> None:

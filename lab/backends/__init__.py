@@ -29,6 +29,7 @@ from lab.backends.options import TIMEOUT, BadOption, Option, check  # noqa: F401
 from pathlib import Path
 
 from lab.runtime import Boot, RemoteError, Runtime, Unreachable, World
+from lab.service import ServiceModel
 from lab.verdict import Promises, total_queue
 
 
@@ -156,6 +157,26 @@ class Backend(ABC):
     def boot(self, node: str) -> Boot:
         """What server node ``node`` runs when it (re)starts on a node of this process (the
         sim world; the live world when the design has no ``lab serve``)."""
+
+    @property
+    def cpu_nodes(self) -> list[str]:
+        """The server nodes whose requests cost CPU time in the sim world (``models.cpu``):
+        every server node, unless a node stands for something the sim models otherwise."""
+        return self.server_nodes
+
+    @classmethod
+    def calibration_path(cls) -> Path | None:
+        """Where the design's committed calibration lives, beside its adapter (``lab
+        calibrate`` writes it); None for a design defined outside a file."""
+        module = importlib.import_module(cls.__module__)
+        where = getattr(module, "__file__", None)
+        return Path(where).parent / "calibration.yaml" if where else None
+
+    def service_model(self) -> ServiceModel | None:
+        """The sim world's service times for this design's requests: its committed
+        calibration, or None (no CPU model) where it has none."""
+        path = self.calibration_path()
+        return ServiceModel.load(path) if path is not None and path.exists() else None
 
     def serve_args(self, node: str, data_dir: Path, reach: Callable[[str, str], str]) -> list[str]:
         """The flags of ``lab serve NAME`` that give node ``node`` these options (the live

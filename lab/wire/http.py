@@ -209,6 +209,16 @@ class Router:
                 allowed.update(route.methods)
         return None, frozenset(allowed)
 
+    def pattern(self, method: str, raw_path: str) -> str | None:
+        """The pattern of the route that answers ``method`` on ``raw_path``, or None."""
+        routes = self._by_length.get(raw_path.count("/"))
+        if routes and raw_path[:1] == "/":
+            segments = raw_path[1:].split("/")
+            for route in routes:
+                if method in route.methods and route.match(segments) is not None:
+                    return route.pattern
+        return None
+
     async def dispatch(self, request: Request) -> Response:
         """``request``'s response: its handler's, or the router's JSON error (404, 405, 500)."""
         handler, found = self.resolve(request.method, request.raw_path)
@@ -418,6 +428,13 @@ class HttpServerConnection:
         self._continued = False  # a 100 Continue was sent for this request
         self._close = False  # this request is the connection's last (Connection: close, HTTP/1.0)
         self._over = False  # refused, or lost: no more requests
+
+    def request_kind(self, request: Request | _Refusal | _Continue) -> str:
+        """What kind of request this is, as service-time models name it: its method and route."""
+        if isinstance(request, Request):
+            pattern = getattr(self.router, "pattern", None)
+            return f"{request.method} {(pattern and pattern(request.method, request.raw_path)) or 'unrouted'}"
+        return "refusal" if isinstance(request, _Refusal) else "continue"
 
     def feed(self, data: bytes) -> None:
         if data and not self._over:

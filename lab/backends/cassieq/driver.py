@@ -215,6 +215,11 @@ class CassieqBackend(Backend):
     def server_nodes(self) -> list[str]:
         return ([STORE_NODE] if self.store == "cassandra" else []) + self.api
 
+    @property
+    def cpu_nodes(self) -> list[str]:
+        """The API nodes: the simulated Cassandra's latency model is its own (``models.cassandra``)."""
+        return list(self.api)
+
     def boot(self, node: str) -> Boot:
         options, store_url = self.options, self.store
 

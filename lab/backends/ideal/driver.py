@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from lab.backends import Backend, Delivery, QueueClient, Rejected
+from lab.backends import TIMEOUT, Backend, Delivery, QueueClient, Rejected
+from lab.backends.options import Option
 from lab.backends.ideal.core import Ack, Get, IdealQueue, Item, Put, Release
 from lab.runtime import Boot, Runtime
+from lab.service import ServiceModel, ServiceTime
 from lab.verdict import ANY_FAULT, AT_MOST_ONCE, EXACTLY_ONCE, FIFO, Allowance, Promises
 
 SERVER = "ideal-0"
@@ -42,9 +44,21 @@ class IdealClient(QueueClient):
             raise Rejected(f"release of unknown xid {delivery.token}")
 
 
+def _service_spec(value: object) -> str:
+    """The spec as given (options stay plain values, for manifests), once it parses."""
+    ServiceTime.parse(value)  # ServiceModelError (a ValueError) says what is wrong
+    return value
+
+
 class IdealBackend(Backend):
     name = "ideal"
     summary = "in-memory FIFO with reliable reads: the control row (no disk, no replicas)"
+    options_declared = (
+        TIMEOUT,
+        Option("service", "the sim world's service time of every request, for queueing-theory checks",
+               "const:50us, exp:50us (mean) or lognormal:50us:0.5 (median, sigma)", _service_spec,
+               default_text="the committed calibration", only_in=lambda value: "sim"),
+    )
 
     @classmethod
     def promises(cls, options: Mapping[str, Any], reliable: bool) -> Promises:
@@ -60,6 +74,12 @@ class IdealBackend(Backend):
     @property
     def server_nodes(self) -> list[str]:
         return [SERVER]
+
+    def service_model(self) -> ServiceModel | None:
+        service = self.options.get("service")
+        if service is not None:
+            return ServiceModel.uniform(ServiceTime.parse(service), f"--option service={service}")
+        return super().service_model()
 
     def boot(self, node: str) -> Boot:
         async def boot(rt: Runtime) -> None:

@@ -15,6 +15,9 @@ from lab.backends.kestrel.wire.text import TextHandler
 from lab.runtime import Accept, Send
 
 
+_GET_FLAGS = ("open", "close", "abort", "peek")
+
+
 class KestrelConnection:
     """A memcache or text connection over one collection."""
 
@@ -38,6 +41,14 @@ class KestrelConnection:
 
     def next_request(self) -> Any | None:
         return self.parser.next_request()  # ProtocolDrop on a framing error
+
+    def request_kind(self, request: Any) -> str:
+        """What kind of request this is, as service-time models name it: the command, and for
+        a get its transaction flags (``get/close/open``), which change what it does."""
+        if request.command == "get" and request.args:
+            flags = [f for f in request.args[0].split("/")[1:] if f in _GET_FLAGS]
+            return "/".join(["get", *flags])
+        return request.command
 
     def handle(self, request: Any, send: Send):
         if send is not self._send:  # a world passes the same send every time: wrap it once

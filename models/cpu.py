@@ -1,0 +1,74 @@
+"""A simulated node's CPU: cores that requests queue for and hold for a service time.
+
+Each request a server node handles (a stream request, or a message from a peer or a
+client) first takes one of the node's cores, first come first served, and holds it for a
+time drawn from the design's service-time model (``lab.service``) for the request's kind;
+then the design's code runs, at no further cost in simulated time. Waits inside the
+handler (a blocking read, an fsync, a call to a peer) hold no core: the calibration
+measures CPU time, and the disk and the network have their own models. So queueing for
+cores shows in latency and throughput, as it does on a loaded server.
+
+A paused node's cores stop with it: a request that finishes its service during a pause
+resumes, and releases its core, only when the pause ends (the driver's gate in
+``models.world``). A crash frees every core; the next incarnation starts with a fresh CPU.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from typing import TYPE_CHECKING
+
+from lab.service import ServiceModel
+from models.awaitables import Await
+
+if TYPE_CHECKING:
+    import simpy
+
+
+class NodeCpu:
+    """``cores`` cores of one node incarnation, serving requests in arrival order."""
+
+    __slots__ = ("env", "model", "rng", "free", "waiting", "busy_ns", "served")
+
+    def __init__(self, env: "simpy.Environment", cores: int, model: ServiceModel, rng: random.Random):
+        self.env = env
+        self.model = model
+        self.rng = rng
+        self.free = cores
+        self.waiting: deque = deque()
+        self.busy_ns = 0  # service time handed out, for utilisation
+        self.served = 0
+
+    async def serve(self, kind: str, nbytes: int = 0) -> None:
+        """Queue for a core, hold it for ``kind``'s service time, release it."""
+        service = self.model.for_kind(kind)
+        if service is None:
+            return
+        ns = service.sample_ns(self.rng, nbytes)
+        if self.free:
+            self.free -= 1
+        else:
+            turn = self.env.event()
+            self.waiting.append(turn)
+            try:
+                await Await(turn)
+            except BaseException:  # cancelled or crashed while queued
+                if turn.triggered:
+                    self._release()  # the core was handed over already: pass it on
+                else:
+                    self.waiting.remove(turn)
+                raise
+        self.busy_ns += ns
+        self.served += 1
+        try:
+            if ns:
+                await Await(self.env.timeout(ns))
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        if self.waiting:
+            self.waiting.popleft().succeed()  # hand the core to the longest waiter
+        else:
+            self.free += 1
