@@ -107,6 +107,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, help="runs at a time (default: one per core)")
     p.add_argument("--out", type=Path, help="output directory (default: results/runs/matrix-<time>)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p = sub.add_parser("fidelity", help="one workload live and in the calibrated sim: latency and saturation side by side")
+    p.add_argument("backend", help="backend name (see `lab backends`)")
+    p.add_argument("workload", type=Path, help="workload file (YAML), or a standard workload's name")
+    p.add_argument("--calibration", metavar="FILE", help="the sim's service-time model (default: the design's committed one)")
+    p.add_argument("--fractions", default="0.5,0.9",
+                   help="load points, as fractions of the live saturation throughput (default 0.5,0.9; '' for none)")
+    p.add_argument("--ramp-duration", type=float, default=3.0, help="seconds of load per ramp step and load point (default 3)")
+    p.add_argument("--out", type=Path, help="output directory (default: results/runs/fidelity-<design>-<workload>-<time>)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p = sub.add_parser("aggregate", help="summarise the samples of runs with Spark")
     p.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories (or compare folders)")
     p.add_argument("--out", type=Path, help="output directory (default: results/summaries/<time>)")
@@ -400,6 +409,34 @@ def with_calibration(workload: Workload, calibration: str | None, world: str) ->
     return dataclasses.replace(workload, sim={**workload.sim, "calibration": calibration})
 
 
+def cmd_fidelity(args: argparse.Namespace) -> int:
+    from lab.fidelity import fidelity, format_table
+
+    backend_class(args.backend)
+    workload = load_workload(args.workload)
+    try:
+        fractions = tuple(float(f) for f in args.fractions.split(",") if f.strip())
+    except ValueError:
+        raise UsageError(f"--fractions {args.fractions!r}: use fractions such as 0.5,0.9") from None
+    if any(not 0 < f <= 1.5 for f in fractions):
+        raise UsageError(f"--fractions {args.fractions!r}: each fraction must be in (0, 1.5]")
+    if not args.ramp_duration > 0:
+        raise UsageError("--ramp-duration must be a number of seconds > 0")
+    if args.calibration is not None:
+        with_calibration(workload, args.calibration, "sim")  # a bad file is a usage error before anything runs
+    try:
+        table = fidelity(args.backend, workload, args.calibration, fractions, args.ramp_duration, args.out,
+                         progress=not args.no_progress)
+    except ValueError as e:
+        if isinstance(e, USER_ERRORS):
+            raise
+        raise UsageError(str(e)) from None
+    print()
+    print(format_table(table))
+    print(f"\nwritten: {table.directory / 'fidelity.json'}, {table.directory / 'fidelity.png'}")
+    return 0
+
+
 def _print_result(result) -> int:
     """A run's summary as `lab run` and `lab load` print it; the exit status its verdict gives."""
     from lab.summary import format_table
@@ -532,7 +569,8 @@ def _design_modules(part: str):
 
 COMMANDS = {"run": cmd_run, "serve": cmd_serve, "backends": cmd_backends, "workloads": cmd_workloads,
             "compare": cmd_compare, "aggregate": cmd_aggregate, "bench": cmd_bench, "cluster": cmd_cluster,
-            "load": cmd_load, "matrix": cmd_matrix, "swarm": cmd_swarm}
+            "load": cmd_load, "matrix": cmd_matrix, "swarm": cmd_swarm,
+            "fidelity": cmd_fidelity}
 
 
 def _version() -> str:
