@@ -42,7 +42,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lab.message import split_id
 from lab.record import ok_ops
 from lab.verdict import NO_ANOMALY, Judgement, RunFacts, delivery_problem, judge_run
 
@@ -117,100 +116,153 @@ class Verdict:
 
 
 def check(samples: pa.Table, facts: RunFacts | None = None) -> Verdict:
-    """The verdict of one run's samples (a table with the sample schema), judged against
-    the promises ``facts`` name (None: Jepsen's total-queue rule)."""
+    """The verdict of one run's samples (a table with the sample schema, or at least its op,
+    client, msg_id, t_start_ns, latency_ns and outcome columns; string columns may be
+    dictionary-encoded), judged against the promises ``facts`` name (None: Jepsen's
+    total-queue rule).
+
+    The counts are multisets of message ids, kept as numpy counts over the run's distinct
+    ids (Arrow hashes them), so a long run's check holds no Python object per message."""
     ops = samples.column("op")
     puts = samples.filter(pc.equal(ops, "put"))
     gets = ok_ops(samples, "get")
+    releases = samples.filter(pc.equal(ops, "release"))
 
-    attempts = Counter(puts.column("msg_id").to_pylist())
-    attempts.pop(None, None)
-    put_ok = puts.filter(pc.equal(puts.column("outcome"), "ok"))
-    enqueued = Counter(put_ok.column("msg_id").to_pylist())
-    released = Counter(samples.filter(pc.equal(ops, "release")).column("msg_id").to_pylist())
-    released.pop(None, None)
-    dequeued = Counter(gets.column("msg_id").to_pylist()) - released  # handed back: not delivered
+    put_ids = puts.column("msg_id")
+    get_ids = gets.column("msg_id")
+    release_ids = releases.column("msg_id")
+    every = [chunk.cast(pa.string()) for column in (put_ids, get_ids, release_ids) for chunk in column.chunks]
+    ids = pc.unique(pa.chunked_array(every, pa.string()).drop_null())
+    n = len(ids)
 
-    ok = dequeued & attempts
-    unexpected = Counter({v: n for v, n in dequeued.items() if v not in attempts})
-    duplicated = dequeued - attempts - unexpected
-    lost = enqueued - dequeued
-    recovered = ok - enqueued
+    def counts(column: pa.ChunkedArray) -> np.ndarray:
+        codes = pc.index_in(column, value_set=ids).drop_null().to_numpy(zero_copy_only=False)
+        return np.bincount(codes, minlength=n).astype(np.int64)
 
-    examples = {
-        name: sorted(c)[:EXAMPLES]
-        for name, c in (("lost", lost), ("unexpected", unexpected), ("duplicated", duplicated), ("recovered", recovered))
-        if c
-    }
+    attempts = counts(put_ids)
+    put_ok = pc.equal(puts.column("outcome"), "ok")
+    enqueued = counts(puts.column("msg_id").filter(put_ok))
+    released = counts(release_ids)
+    dequeued = np.maximum(counts(get_ids) - released, 0)  # handed back: not delivered
+
+    ok = np.minimum(dequeued, attempts)
+    unexpected = np.where(attempts == 0, dequeued, 0)
+    duplicated = np.where(attempts > 0, np.maximum(dequeued - attempts, 0), 0)
+    lost = np.maximum(enqueued - dequeued, 0)
+    recovered = np.maximum(ok - enqueued, 0)
+
+    examples = {}
+    for name, c in (("lost", lost), ("unexpected", unexpected), ("duplicated", duplicated), ("recovered", recovered)):
+        chosen = np.flatnonzero(c)
+        if chosen.size:
+            names = ids.take(pa.array(chosen))
+            examples[name] = names.take(pc.sort_indices(names)[:EXAMPLES]).to_pylist()
     return Verdict(
-        attempts=sum(attempts.values()),
-        enqueued=sum(enqueued.values()),
-        dequeued=sum(dequeued.values()),
-        ok=sum(ok.values()),
-        lost=sum(lost.values()),
-        unexpected=sum(unexpected.values()),
-        duplicated=sum(duplicated.values()),
-        recovered=sum(recovered.values()),
-        reordering=reordering(gets, attempts, set(released)),
+        attempts=int(attempts.sum()),
+        enqueued=int(enqueued.sum()),
+        dequeued=int(dequeued.sum()),
+        ok=int(ok.sum()),
+        lost=int(lost.sum()),
+        unexpected=int(unexpected.sum()),
+        duplicated=int(duplicated.sum()),
+        recovered=int(recovered.sum()),
+        reordering=_reordering(gets, ids, attempts > 0, released > 0),
         examples=examples,
         facts=facts,
     )
 
 
 def reordering(gets: pa.Table, attempts: Counter, released: set[str] = frozenset()) -> Reordering:
-    """Inversions and largest displacement over every (producer, consumer) stream, without
-    the ``released`` messages."""
-    done = pc.add(gets.column("t_start_ns"), gets.column("latency_ns")).to_numpy()
-    order = np.argsort(done, kind="stable")  # completion order; ties keep record order
-    clients = gets.column("client").to_pylist()
-    ids = gets.column("msg_id").to_pylist()
+    """Inversions and largest displacement over every (producer, consumer) stream of the
+    deliveries ``gets``, counting only messages in ``attempts`` and not ``released``."""
+    ids = pc.unique(gets.column("msg_id").drop_null())
+    names = ids.to_pylist()
+    return _reordering(gets, ids, np.array([m in attempts for m in names], dtype=bool),
+                       np.array([m in released for m in names], dtype=bool))
 
-    streams: dict[tuple[str, str], list[int]] = {}
-    seen: set[tuple[str, str]] = set()
-    for row in order.tolist():
-        msg_id, consumer = ids[row], clients[row]
-        if msg_id not in attempts or (consumer, msg_id) in seen or msg_id in released:
-            continue  # unexpected values and redeliveries are counted elsewhere
-        seen.add((consumer, msg_id))
-        producer, seq = split_id(msg_id)
-        streams.setdefault((producer, consumer), []).append(seq)
 
-    result = Reordering(streams=len(streams))
-    for key in sorted(streams):
-        seqs = np.asarray(streams[key])
-        if len(seqs) < 2 or bool(np.all(seqs[1:] > seqs[:-1])):
+def _reordering(gets: pa.Table, ids: pa.Array, attempted: np.ndarray, released: np.ndarray) -> Reordering:
+    """``reordering`` on message codes: ``ids`` the distinct ids, ``attempted`` and
+    ``released`` flags by code. Streams are in completion order (ties keep record order);
+    a consumer's redelivery of a message is left out (the duplicates count it)."""
+    if gets.num_rows == 0:
+        return Reordering()
+    done = pc.add(gets.column("t_start_ns"), gets.column("latency_ns")).to_numpy(zero_copy_only=False)
+    codes = pc.index_in(gets.column("msg_id"), value_set=ids).to_numpy(zero_copy_only=False)
+    consumers = pc.dictionary_encode(gets.column("client")).combine_chunks()
+    consumer = consumers.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    keep = attempted[codes] & ~released[codes]
+    order = np.argsort(done, kind="stable")  # completion order
+    order = order[keep[order]]
+    if order.size == 0:
+        return Reordering()
+    # the first delivery of each (consumer, message), in completion order
+    pair = consumer[order] * len(ids) + codes[order]
+    _, first = np.unique(pair, return_index=True)
+    order = order[np.sort(first)]
+    # producer and sequence number of each message id (``lab.message.split_id``)
+    # (attempted ids only: the lab wrote them; an unexpected one need not parse)
+    chosen = np.flatnonzero(attempted)
+    parts = pc.split_pattern(ids.take(pa.array(chosen)), ":", max_splits=1, reverse=True)
+    producers = np.zeros(len(ids), dtype=np.int64)
+    seqs = np.zeros(len(ids), dtype=np.int64)
+    producers[chosen] = pc.dictionary_encode(pc.list_element(parts, 0)).indices.to_numpy(zero_copy_only=False)
+    seqs[chosen] = pc.cast(pc.list_element(parts, 1), pa.int64()).to_numpy(zero_copy_only=False)
+    code = codes[order]
+    stream = producers[code] * (int(consumer.max()) + 1) + consumer[order]
+    seq = seqs[code]
+    by_stream = np.argsort(stream, kind="stable")  # each stream's deliveries, still in completion order
+    stream, seq = stream[by_stream], seq[by_stream]
+    bounds = np.flatnonzero(np.diff(stream)) + 1
+    starts = np.concatenate([[0], bounds])
+    ends = np.concatenate([bounds, [len(stream)]])
+    result = Reordering(streams=len(starts))
+    falls = np.flatnonzero(np.diff(seq) <= 0) + 1  # positions where a stream's sequence goes down
+    disordered = np.unique(np.searchsorted(starts, falls, side="right") - 1)
+    for k in disordered.tolist():
+        values = seq[starts[k]:ends[k]]
+        if values.size < 2 or bool(np.all(values[1:] > values[:-1])):
             continue
-        inversions = count_inversions(seqs.tolist())
+        inversions = count_inversions(values)
         if inversions:
             result.reordered_streams += 1
             result.inversions += inversions
-            ranks = np.empty(len(seqs), dtype=np.int64)
-            ranks[np.argsort(seqs, kind="stable")] = np.arange(len(seqs))
-            result.max_displacement = max(result.max_displacement, int(np.abs(ranks - np.arange(len(seqs))).max()))
+            ranks = np.empty(len(values), dtype=np.int64)
+            ranks[np.argsort(values, kind="stable")] = np.arange(len(values))
+            result.max_displacement = max(result.max_displacement, int(np.abs(ranks - np.arange(len(values))).max()))
     return result
 
 
-def count_inversions(values: list[int]) -> int:
-    """Pairs i < j with values[i] > values[j], by merge sort in O(n log n)."""
+def count_inversions(values: list[int] | np.ndarray) -> int:
+    """Pairs i < j with values[i] > values[j]: a bottom-up merge sort whose every level is
+    one vectorised pass (each element of a right half counts the larger ones of its left
+    half), O(n log² n) in numpy."""
+    current = np.asarray(values, dtype=np.int64)
+    n = current.size
+    if n < 2:
+        return 0
+    # ranks make the values dense, so that each block can be lifted into a range of its own
+    current = np.unique(current, return_inverse=True)[1].astype(np.int64).reshape(-1)
+    span = int(current.max()) + 1
     inversions = 0
-    width, n = 1, len(values)
-    current = list(values)
+    width = 1
+    position = np.arange(n)
     while width < n:
-        merged: list[int] = []
-        for lo in range(0, n, 2 * width):
-            left = current[lo : lo + width]
-            right = current[lo + width : lo + 2 * width]
-            i = j = 0
-            while i < len(left) and j < len(right):
-                if left[i] <= right[j]:
-                    merged.append(left[i])
-                    i += 1
-                else:
-                    merged.append(right[j])
-                    inversions += len(left) - i
-                    j += 1
-            merged.extend(left[i:])
-            merged.extend(right[j:])
-        current = merged
+        block = position // (2 * width)
+        right = (position // width) % 2 == 1
+        # each left half is sorted: lift block b's values by b * span and search them at once
+        lifted = current + block * span
+        left_sorted = lifted[~right]  # left halves, in order, each sorted, blocks ascending
+        queries = lifted[right]
+        # larger elements of its own left half = (end of that left half) - (first index > value)
+        left_block = block[~right]
+        left_end = np.searchsorted(left_block, block[right], side="right")
+        inversions += int((left_end - np.searchsorted(left_sorted, queries, side="right")).sum())
+        current = _merge_blocks(lifted, block, span)
         width *= 2
     return inversions
+
+
+def _merge_blocks(lifted: np.ndarray, block: np.ndarray, span: int) -> np.ndarray:
+    """The values sorted within each block of ``2 * width`` (lifted values sort by block first)."""
+    return np.sort(lifted) - block * span

@@ -74,17 +74,27 @@ def fault_kinds(samples: pa.Table) -> frozenset[str]:
 
 def phases_of(samples: pa.Table, warmup_end_ns: int, drain_start_ns: int | None) -> pa.Array:
     """The phase of every row of ``samples`` at its ``t_start_ns`` (rules in the module doc)."""
-    events = fault_events(samples)
+    t = samples.column("t_start_ns").to_numpy(zero_copy_only=False)
+    return phases_at(t, fault_events(samples), warmup_end_ns, drain_start_ns)
+
+
+def phases_at(t_start_ns: np.ndarray, events: list[FaultEvent], warmup_end_ns: int,
+              drain_start_ns: int | None) -> pa.Array:
+    """The phase at each of the instants ``t_start_ns``, given a run's fault ``events`` (all
+    of them: a run's samples may be phased a batch at a time)."""
     starts = np.array([e.t_ns for e in events if e.event == START], dtype=np.int64)
     heals = np.array([e.t_ns for e in events if e.event == HEAL], dtype=np.int64)
-    t = samples.column("t_start_ns").to_numpy(zero_copy_only=False).astype(np.int64)
+    t = np.asarray(t_start_ns).astype(np.int64, copy=False)
     healed = np.searchsorted(heals, t, side="right")
     active = np.searchsorted(starts, t, side="right") - healed
-    phase = np.where(active > 0, "fault", np.where(healed > 0, "heal", "steady")).astype(object)
-    phase[t < warmup_end_ns] = "warmup"
+    codes = np.where(active > 0, 2, np.where(healed > 0, 3, 1)).astype(np.int8)
+    codes[t < warmup_end_ns] = 0
     if drain_start_ns is not None:
-        phase[t >= drain_start_ns] = "drain"
-    return pa.array(phase, pa.string())
+        codes[t >= drain_start_ns] = 4
+    return pa.DictionaryArray.from_arrays(codes, _PHASE_NAMES).cast(pa.string())
+
+
+_PHASE_NAMES = pa.array(["warmup", "steady", "fault", "heal", "drain"])
 
 
 def with_phases(samples: pa.Table, warmup_end_ns: int, drain_start_ns: int | None) -> pa.Table:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -58,21 +58,35 @@ _PER_ROW = ("node", "client", "op", "queue", "msg_id", "t_start_ns", "latency_ns
             "phase", "delay_ns")
 
 
+BATCH_ROWS = 65_536  # rows a Recorder holds before it spills them as one batch
+
+
 class Recorder:
-    """Collects the samples of one run, column by column (cheap on the hot path).
+    """Collects the samples of one run, a row tuple each (cheap on the hot path).
 
     ``measure`` times and records one operation, as Locust's ``events.request.measure()``
     does: ``classify`` turns an exception the operation raised into its outcome (``fail``
     or ``info``). Measured rows carry no phase: the runner sets every row's phase afterwards
-    from the run's fault rows (``lab.phases.with_phases``).
+    from the run's fault rows (``lab.phases``).
+
+    With ``spill`` (a file path), every ``batch_rows`` rows go to that file as one Arrow
+    batch (an IPC stream), so memory holds one batch however long the run; ``batches()``
+    reads them back in order, then the rows not yet spilled. Fault rows are also kept
+    apart (``fault_table``): the phases are derived from them.
     """
 
     def __init__(self, run_id: str, world: str, backend: str, scenario: str,
-                 classify: Callable[[BaseException], str] = lambda error: "info"):
+                 classify: Callable[[BaseException], str] = lambda error: "info",
+                 spill: str | Path | None = None, batch_rows: int = BATCH_ROWS):
         self.run = {"run_id": run_id, "world": world, "backend": backend, "scenario": scenario}
-        self.columns: dict[str, list] = {name: [] for name in _PER_ROW}
-        self._append = [self.columns[name].append for name in _PER_ROW]
         self.classify = classify
+        self.rows: list[tuple] = []
+        self.faults: list[tuple] = []
+        self.spill = Path(spill) if spill is not None else None
+        self.batch_rows = batch_rows
+        self.spilled = 0
+        self._writer: pa.ipc.RecordBatchStreamWriter | None = None
+        self._sink: Any = None
 
     def measure(self, clock: Callable[[], int], node: str, client: str, op: str, queue: str,
                 msg_id: str | None = None, nbytes: int = 0, delay_ns: int | None = None) -> "Measurement":
@@ -81,6 +95,10 @@ class Recorder:
         reply, the classified outcome if it raises (the exception is recorded and
         swallowed, as Locust's measure does; cancellation passes through unrecorded)."""
         return Measurement(self, clock, node, client, op, queue, msg_id, nbytes, delay_ns)
+
+    def failure(self, error: Exception) -> tuple[str, str]:
+        """The outcome and error text ``measure`` records for an operation that raised ``error``."""
+        return self.classify(error), f"{type(error).__name__}: {error}"[:200]
 
     def record(
         self,
@@ -97,22 +115,66 @@ class Recorder:
         phase: str | None = None,
         delay_ns: int | None = None,
     ) -> None:
-        values = (node, client, op, queue, msg_id, t_start_ns, latency_ns, outcome, error, nbytes, phase, delay_ns)
-        for append, value in zip(self._append, values):
-            append(value)
+        row = (node, client, op, queue, msg_id, t_start_ns, latency_ns, outcome, error, nbytes, phase, delay_ns)
+        if op == FAULT_OP:
+            self.faults.append(row)
+        rows = self.rows
+        rows.append(row)
+        if len(rows) >= self.batch_rows and self.spill is not None:
+            self._spill()
 
     def __len__(self) -> int:
-        return len(self.columns["op"])
+        return self.spilled + len(self.rows)
+
+    def _batch(self, rows: list[tuple]) -> pa.RecordBatch:
+        n = len(rows)
+        columns = list(zip(*rows)) if rows else [()] * len(_PER_ROW)
+        per_row = dict(zip(_PER_ROW, columns))
+        arrays = [pa.array([self.run[f.name]] * n, f.type) if f.name in _PER_RUN else pa.array(per_row[f.name], f.type)
+                  for f in SAMPLE_SCHEMA]
+        return pa.RecordBatch.from_arrays(arrays, schema=SAMPLE_SCHEMA)
+
+    def _spill(self) -> None:
+        if self._writer is None:
+            self._sink = pa.OSFile(str(self.spill), "wb")
+            self._writer = pa.ipc.new_stream(self._sink, SAMPLE_SCHEMA,
+                                             options=pa.ipc.IpcWriteOptions(compression="lz4"))
+        self._writer.write_batch(self._batch(self.rows))
+        self.spilled += len(self.rows)
+        self.rows = []
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        """Every row recorded so far, in record order, one batch at a time."""
+        if self._writer is not None:
+            self._writer.close()
+            self._sink.close()
+            self._writer = None
+        if self.spilled:
+            with pa.memory_map(str(self.spill)) as source:
+                reader = pa.ipc.open_stream(source)
+                for batch in reader:
+                    yield batch
+        if self.rows:
+            yield self._batch(self.rows)
 
     def table(self) -> pa.Table:
-        n = len(self)
-        arrays = []
-        for field in SAMPLE_SCHEMA:
-            if field.name in _PER_RUN:
-                arrays.append(pa.array([self.run[field.name]] * n, field.type))
-            else:
-                arrays.append(pa.array(self.columns[field.name], field.type))
-        return pa.Table.from_arrays(arrays, schema=SAMPLE_SCHEMA)
+        """Every row recorded so far, as one table."""
+        batches = list(self.batches())
+        return pa.Table.from_batches(batches, schema=SAMPLE_SCHEMA) if batches else \
+            pa.Table.from_batches([self._batch([])], schema=SAMPLE_SCHEMA)
+
+    def fault_table(self) -> pa.Table:
+        """The fault rows alone (``lab.phases``)."""
+        return pa.Table.from_batches([self._batch(self.faults)], schema=SAMPLE_SCHEMA)
+
+    def discard(self) -> None:
+        """Remove the spill file (after the samples are written)."""
+        if self._writer is not None:
+            self._writer.close()
+            self._sink.close()
+            self._writer = None
+        if self.spill is not None:
+            self.spill.unlink(missing_ok=True)
 
 
 class Measurement:
@@ -157,14 +219,35 @@ def write_samples(table: pa.Table, path: str | Path) -> None:
     pq.write_table(table, path, compression="zstd")
 
 
-def read_samples(path: str | Path) -> pa.Table:
-    """Samples of a run directory (its samples.parquet) or of one Parquet file."""
+def write_sample_batches(batches: Iterable[pa.RecordBatch], path: str | Path) -> int:
+    """Write batches of samples to one Parquet file as they come (one row group each, so
+    memory holds one batch); the number of rows written."""
+    rows = 0
+    with pq.ParquetWriter(str(path), SAMPLE_SCHEMA, compression="zstd") as writer:
+        for batch in batches:
+            writer.write_batch(batch)
+            rows += batch.num_rows
+    return rows
+
+
+#: the columns whose values repeat (op, outcome, a few nodes, clients, queues and phases):
+#: read back dictionary-encoded by ``read_samples(..., lean=True)``
+REPEATING = ("run_id", "world", "backend", "scenario", "node", "client", "op", "queue", "outcome", "error", "phase")
+
+
+def read_samples(path: str | Path, columns: Iterable[str] | None = None, lean: bool = False) -> pa.Table:
+    """Samples of a run directory (its samples.parquet) or of one Parquet file; ``columns``:
+    only those; ``lean``: the repeating string columns dictionary-encoded (a fraction of
+    the memory; ``pyarrow.compute`` takes them as it takes strings)."""
     path = Path(path)
     if path.is_dir():
         path = path / "samples.parquet"
     if not path.exists():
         raise FileNotFoundError(f"no samples at {path}")
-    return pq.read_table(path, schema=SAMPLE_SCHEMA)
+    if columns is None and not lean:
+        return pq.read_table(path, schema=SAMPLE_SCHEMA)
+    names = list(columns) if columns is not None else SAMPLE_SCHEMA.names
+    return pq.read_table(path, columns=names, read_dictionary=[c for c in REPEATING if c in names] if lean else None)
 
 
 def ok_ops(samples: pa.Table, op: str, measured_only: bool = False) -> pa.Table:

@@ -43,8 +43,8 @@ from lab.paths import make_run_dir, runs_dir
 from lab.provenance import machine, versions
 from lab.faults import Cast, supports
 from lab.nemesis import Nemesis
-from lab.phases import with_phases
-from lab.record import Recorder, write_samples
+from lab.phases import fault_events, phases_at
+from lab.record import SAMPLE_SCHEMA, Recorder, read_samples, write_sample_batches
 from lab.runtime import Runtime, World
 from lab.summary import summarize
 from lab.verdict import RunFacts
@@ -161,9 +161,11 @@ def run(
     run_id = f"{stamp}-{workload.name}-{backend}-{world}-s{seed}-{secrets.token_hex(2)}"
     run_dir = Path(out) if out is not None else runs_dir() / run_id
     created = make_run_dir(run_dir)
+    recorder: Recorder | None = None
     try:
         the_world = make_world(world, seed, workload)
-        recorder = Recorder(run_id, world, backend, workload.name, classify=outcome_of)
+        recorder = Recorder(run_id, world, backend, workload.name, classify=outcome_of,
+                            spill=run_dir / SPILL_FILE)
         warnings: list[str] = []
         phase_bounds: list[int | None] = []  # warm-up end and drain start, as _main finds them
         wall_start = time.perf_counter()
@@ -173,14 +175,18 @@ def run(
         )
         wall_seconds = time.perf_counter() - wall_start
 
-        table = with_phases(recorder.table(), *phase_bounds)
-        write_samples(table, run_dir / "samples.parquet")
-        verdict = check(table, RunFacts.of(backend, options, workload, table))
+        rows = write_samples_phased(recorder, run_dir / "samples.parquet", *phase_bounds)
+        recorder.discard()
+        table = read_samples(run_dir, CHECKED_COLUMNS, lean=True)  # what the checker and summary read
+        verdict = check(table, RunFacts.of(backend, options, workload, recorder.fault_table()))
         summary = summarize(table)
+        del table
         result = RunResult(run_id, run_dir, workload, backend, world, seed, verdict, summary,
-                           table.num_rows, wall_seconds, world_seconds, warnings)
+                           rows, wall_seconds, world_seconds, warnings)
         write_manifest(result, the_world)
     except BaseException:
+        if recorder is not None:
+            recorder.discard()
         if created:  # a failed run leaves no half-written folder behind
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
@@ -258,6 +264,26 @@ async def _main(control: Runtime, world: World, backend: Backend, workload: Work
     return (control.now_ns() - t0) / 1e9
 
 
+SPILL_FILE = "samples.spill.arrow"  # the recorder's batches while the run goes on; removed after
+#: the sample columns the checker and the one-run summary read
+CHECKED_COLUMNS = ("op", "client", "msg_id", "t_start_ns", "latency_ns", "outcome", "phase", "delay_ns")
+
+
+def write_samples_phased(recorder: Recorder, path: Path, warmup_end_ns: int, drain_start_ns: int | None) -> int:
+    """The recorder's rows to ``path`` a batch at a time, each row's phase set from the run's
+    fault rows and the two instants (``lab.phases``); the number of rows."""
+    events = fault_events(recorder.fault_table())
+    index = SAMPLE_SCHEMA.get_field_index("phase")
+
+    def phased():
+        for batch in recorder.batches():
+            phases = phases_at(batch.column("t_start_ns").to_numpy(zero_copy_only=False), events,
+                               warmup_end_ns, drain_start_ns)
+            yield batch.set_column(index, SAMPLE_SCHEMA.field(index), phases)
+
+    return write_sample_batches(phased(), path)
+
+
 def _split(total: int, parts: int) -> list[int]:
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
@@ -275,6 +301,7 @@ def _gaps(rt: Runtime, rate: float, arrivals: str) -> Iterator[int] | None:
 async def _produce(rt: Runtime, client: QueueClient, name: str, queue: str, size: int, gaps: Iterator[int] | None,
                    stop_at: int | None, quota: int | None, recorder: Recorder, state: _State) -> None:
     intended = rt.now_ns()
+    node = rt.node
     seq = 0
     while quota is None or seq < quota:
         if gaps is not None:
@@ -286,14 +313,21 @@ async def _produce(rt: Runtime, client: QueueClient, name: str, queue: str, size
             break
         delay = start - intended if gaps is not None else None
         intended += next(gaps) if gaps is not None else 0
-        msg_id = message.message_id(name, seq)
+        msg_id = f"{name}:{seq}"  # message.message_id
         body = message.encode(msg_id, start, size)
-        with recorder.measure(rt.now_ns, rt.node, name, "put", queue, msg_id, len(body), delay) as put:
+        try:  # what recorder.measure does, inline: this is the hot path
             await client.put(queue, body)
+            outcome = error = None
+        except Exception as e:
+            outcome, error = recorder.failure(e)
+        end = rt.now_ns()
+        recorder.record(node, name, "put", queue, msg_id, start, end - start, outcome or "ok", error, len(body),
+                        None, delay)
         state.puts += 1
-        state.enqueued += put.ok
         seq += 1
-        if not put.ok and put.end_ns == put.start_ns:
+        if outcome is None:
+            state.enqueued += 1
+        elif end == start:
             await rt.sleep(RETRY_PAUSE)  # an instant failure must not spin the clock in place
     await client.close()
 
@@ -331,13 +365,18 @@ async def _produce_open(rt: Runtime, pool: _ClientPool, name: str, queue: str, s
     async def put_one(client: QueueClient, seq: int, delay: int) -> None:
         nonlocal in_flight
         try:
-            msg_id = message.message_id(name, seq)
+            msg_id = f"{name}:{seq}"  # message.message_id
             start = rt.now_ns()
             body = message.encode(msg_id, start, size)
-            with recorder.measure(rt.now_ns, rt.node, name, "put", queue, msg_id, len(body), delay) as put:
+            try:  # recorder.measure, inline
                 await client.put(queue, body)
+                outcome = error = None
+            except Exception as e:
+                outcome, error = recorder.failure(e)
+            recorder.record(rt.node, name, "put", queue, msg_id, start, rt.now_ns() - start, outcome or "ok",
+                            error, len(body), None, delay)
             state.puts += 1
-            state.enqueued += put.ok
+            state.enqueued += outcome is None
         finally:
             pool.give_back(client)
             in_flight -= 1
@@ -370,6 +409,7 @@ async def _consume(rt: Runtime, client: QueueClient, name: str, queues: list[str
     messages) — or gives up: no delivery for ``DRAIN_STALL`` seconds, or ``DRAIN_CAP`` in all."""
     empty: set[str] = set()
     drain_start: int | None = None
+    node = rt.node
     if delay > 0:
         await rt.sleep(delay)  # the workload's consumer_delay: a backlog builds first
     turn = 0
@@ -383,16 +423,22 @@ async def _consume(rt: Runtime, client: QueueClient, name: str, queues: list[str
             if now - max(drain_start, state.last_delivery) >= DRAIN_STALL * 1e9 or now - drain_start >= DRAIN_CAP * 1e9:
                 state.drain_gave_up = True
                 break
-        delivery = None
-        with recorder.measure(rt.now_ns, rt.node, name, "get", queue) as get:
+        start = rt.now_ns()
+        msg_id = None
+        try:  # recorder.measure, inline: this is the hot path
             delivery = await client.get(queue, POLL_WAIT)
             if delivery is None:
-                get.fail("empty")
+                outcome, error = "fail", "empty"
             else:
-                get.msg_id, _ = message.decode(delivery.body)
-                get.bytes = len(delivery.body)
+                outcome = error = None
+                msg_id = message.decode(delivery.body)[0]
+        except Exception as e:
+            delivery = None
+            outcome, error = recorder.failure(e)
+        recorder.record(node, name, "get", queue, msg_id, start, rt.now_ns() - start, outcome or "ok", error,
+                        0 if delivery is None else len(delivery.body), None, None)
         if delivery is None:
-            if get.error != "empty":
+            if error != "empty":
                 await rt.sleep(RETRY_PAUSE)  # the get failed: back off
             elif draining:
                 try:
@@ -411,8 +457,14 @@ async def _consume(rt: Runtime, client: QueueClient, name: str, queues: list[str
         state.delivered += 1
         state.last_delivery = rt.now_ns()
         if reliable:
-            with recorder.measure(rt.now_ns, rt.node, name, "ack", delivery.queue, get.msg_id):
+            start = rt.now_ns()
+            try:
                 await client.ack(delivery)
+                outcome = error = None
+            except Exception as e:
+                outcome, error = recorder.failure(e)
+            recorder.record(node, name, "ack", delivery.queue, msg_id, start, rt.now_ns() - start, outcome or "ok",
+                            error, 0, None, None)
     await client.close()
 
 

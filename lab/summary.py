@@ -72,18 +72,27 @@ def end_to_end_ns(samples: pa.Table, phases: Iterable[str] | None = None) -> np.
     With ``phases``, only messages whose first delivery falls in one of them: the pipeline
     counts a message's end-to-end latency in the phase of that delivery."""
     puts = samples.filter(pc.equal(samples.column("op"), "put"))
-    put_start: dict[str, int] = {}
-    for msg_id, start in zip(puts.column("msg_id").to_pylist(), puts.column("t_start_ns").to_pylist()):
-        put_start[msg_id] = min(start, put_start.get(msg_id, start))
+    put_ids = puts.column("msg_id").cast(pa.string())
+    ids = pc.unique(put_ids.drop_null())
+    put_codes = pc.index_in(put_ids, value_set=ids).to_numpy(zero_copy_only=False)
+    starts = puts.column("t_start_ns").to_numpy(zero_copy_only=False)
+    known = ~np.isnan(put_codes) if put_codes.dtype.kind == "f" else np.ones(put_codes.size, bool)
+    put_start = np.full(len(ids), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(put_start, put_codes[known].astype(np.int64), starts[known].astype(np.int64))
     gets = ok_ops(samples, "get")
-    first: dict[str, tuple[int, str]] = {}
-    done = pc.add(gets.column("t_start_ns"), gets.column("latency_ns")).to_pylist()
-    for msg_id, d, phase in zip(gets.column("msg_id").to_pylist(), done, gets.column("phase").to_pylist()):
-        if msg_id in put_start and (msg_id not in first or d < first[msg_id][0]):
-            first[msg_id] = (d, phase)
-    keep = None if phases is None else set(phases)
-    return np.asarray([d - put_start[m] for m, (d, phase) in first.items() if keep is None or phase in keep],
-                      dtype=np.int64)
+    done = pc.add(gets.column("t_start_ns"), gets.column("latency_ns")).to_numpy(zero_copy_only=False)
+    codes = pc.index_in(gets.column("msg_id").cast(pa.string()), value_set=ids).to_numpy(zero_copy_only=False)
+    delivered = ~np.isnan(codes) if codes.dtype.kind == "f" else np.ones(codes.size, bool)
+    rows = np.flatnonzero(delivered)
+    rows = rows[np.argsort(done[rows], kind="stable")]  # completion order; ties keep record order
+    code = codes[rows].astype(np.int64)
+    _, first = np.unique(code, return_index=True)  # each message's first delivery
+    rows = rows[first]
+    e2e = done[rows].astype(np.int64) - put_start[codes[rows].astype(np.int64)]
+    if phases is not None:
+        phase = gets.column("phase").take(pa.array(rows, pa.int64()))
+        e2e = e2e[pc.is_in(phase, value_set=pa.array(list(phases))).to_numpy(zero_copy_only=False)]
+    return e2e
 
 
 def _percentiles(latencies: np.ndarray) -> dict[str, float]:
