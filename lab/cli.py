@@ -198,10 +198,9 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", help="benchmarks that print and save their figures")
     bench = p.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
-    b = bench.add_parser("sim", help="the simulated world's cost against bare SimPy")
-    b.add_argument("--scale", type=float, default=1.0, help="work per case, relative (default 1.0)")
-    b.add_argument("--repeats", type=int, default=5, help="runs per case; the median is quoted (default 5)")
-    b.add_argument("--out", type=Path, help="JSON file (default: results/bench/sim-<time>.json)")
+    from lab.bench import sim as bench_sim_module  # its flags are its own
+
+    bench_sim_module.add_arguments(bench.add_parser("sim", help="the simulated world's cost against bare SimPy"))
     b = bench.add_parser("aggregate", help="the Spark pipeline on synthetic samples, beside DuckDB")
     b.add_argument("--rows", type=int, default=10_000_000, help="synthetic sample rows (default 10,000,000)")
     b.add_argument("--master", help="Spark master (default local[*])")
@@ -261,12 +260,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.repeats < 1:
         raise UsageError("--repeats must be >= 1")
     if args.bench == "sim":
-        from lab.bench.sim import bench_sim
+        from lab.bench.sim import run as bench_sim
 
-        if not args.scale > 0:
-            raise UsageError("--scale must be > 0")
-        print(f"sim world vs bare SimPy (median of {args.repeats}, per wall-second):")
-        results = bench_sim(args.scale, args.repeats)
+        try:
+            results = bench_sim(args)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     elif args.bench == "loadgen":
         from loadgen.bench import run as bench_loadgen  # the load generator's own benchmark, beside it
 

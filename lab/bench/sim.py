@@ -8,18 +8,26 @@ Five measurements, repeated round-robin and reported as medians:
   messages, a handler process and a reply);
 - the whole model: the runner's operations per wall-second with the ideal backend at full
   speed (closed loop), which is the number that bounds scenario sizes.
+
+``--hour`` measures something else: one simulated hour of the standard ``steady`` workload
+on Kestrel (its duration set to 3,600 s), run in a child process so that its peak resident
+memory is the run's own; it reports the wall seconds and that peak.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import resource
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 import simpy
-
-from models.network import LatencyModel
-from models.world import SimConfig, SimWorld
 
 
 def _interleaved(cases: dict[str, Callable[[], int]], repeats: int) -> dict[str, list[float]]:
@@ -66,6 +74,8 @@ def bare_store_pairs(n: int) -> int:
 
 
 def driver_sleeps(n: int) -> int:
+    from models.world import SimWorld
+
     world = SimWorld(seed=0)
 
     async def main(rt):
@@ -77,6 +87,9 @@ def driver_sleeps(n: int) -> int:
 
 
 def network_calls(n: int) -> int:
+    from models.network import LatencyModel
+    from models.world import SimConfig, SimWorld
+
     world = SimWorld(seed=0, config=SimConfig(latency=LatencyModel(dist="constant", ms=0.1)))
 
     async def main(rt):
@@ -132,3 +145,69 @@ def bench_sim(scale: float = 1.0, repeats: int = 5, echo: Callable[[str], None] 
     for name, ratio in results["ratios"].items():
         echo(f"  {name:<40} {ratio:.2f}x")
     return results
+
+
+HOUR_WORKLOAD = "steady"
+HOUR_BACKEND = "kestrel"
+
+
+def hour_child(seconds: float, backend: str, out: str) -> dict[str, Any]:
+    """In the child process: ``seconds`` of simulated ``steady`` on ``backend``; its figures."""
+    from dataclasses import replace
+
+    from lab.runner import run
+    from lab.workload import load_workload
+
+    workload = replace(load_workload(HOUR_WORKLOAD), duration=seconds)
+    start = time.perf_counter()
+    result = run(workload, backend, "sim", out=out, progress=False)
+    wall = time.perf_counter() - start
+    return {"workload": HOUR_WORKLOAD, "backend": backend, "simulated_seconds": result.world_seconds,
+            "samples": result.samples, "wall_seconds": wall, "world_run_wall_seconds": result.wall_seconds,
+            "samples_per_wall_second": result.samples / wall, "verdict": result.verdict.verdict,
+            "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,  # Linux: KiB
+            "parquet_bytes": (result.run_dir / "samples.parquet").stat().st_size}
+
+
+def bench_hour(seconds: float = 3600.0, backend: str = HOUR_BACKEND,
+               echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """One simulated hour (``seconds``) of ``steady`` on ``backend`` in a child process."""
+    with tempfile.TemporaryDirectory() as out:
+        code = ("import json, sys; from lab.bench.sim import hour_child; "
+                f"print(json.dumps(hour_child({seconds!r}, {backend!r}, sys.argv[1])))")
+        done = subprocess.run([sys.executable, "-c", code, out], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"the child run failed: {done.stderr.strip()[-2000:]}")
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    echo(f"  {figures['simulated_seconds']:,.0f} simulated s of {HOUR_WORKLOAD} on {backend}: "
+         f"{figures['samples']:,} samples in {figures['wall_seconds']:.1f} wall s "
+         f"({figures['world_run_wall_seconds']:.1f} s in the world, the rest writing and checking), "
+         f"peak RSS {figures['peak_rss_bytes'] / 2**20:,.0f} MiB, verdict {figures['verdict']}")
+    return figures
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``lab bench sim``'s flags."""
+    parser.add_argument("--scale", type=float, default=1.0, help="work per case, relative (default 1.0)")
+    parser.add_argument("--repeats", type=int, default=5, help="runs per case; the median is quoted (default 5)")
+    parser.add_argument("--hour", action="store_true",
+                        help=f"instead: one simulated hour of {HOUR_WORKLOAD} on {HOUR_BACKEND} in a child process "
+                             "(wall seconds, peak RSS)")
+    parser.add_argument("--seconds", type=float, default=3600.0,
+                        help="with --hour: the simulated seconds of the load (default 3600)")
+    parser.add_argument("--out", type=Path, help="JSON file (default: results/bench/sim-<time>.json)")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """``lab bench sim`` with its parsed flags: the figures to save."""
+    if args.hour:
+        if not args.seconds > 0:
+            raise ValueError("--seconds must be > 0")
+        print(f"sim world: {args.seconds:g} simulated s of {HOUR_WORKLOAD} on {HOUR_BACKEND} (a child process):")
+        return {"hour": bench_hour(args.seconds)}
+    if args.repeats < 1:
+        raise ValueError("--repeats must be >= 1")
+    if not args.scale > 0:
+        raise ValueError("--scale must be > 0")
+    print(f"sim world vs bare SimPy (median of {args.repeats}, per wall-second):")
+    return bench_sim(args.scale, args.repeats)
