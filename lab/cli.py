@@ -196,6 +196,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, help="swarm folder (default: results/runs/swarm-<time>-<backend>)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
+    p = sub.add_parser("calibrate", help="measure a design's service times (in process) and loopback latency; "
+                                         "write its calibration file (the sim world's CPU model)")
+    p.add_argument("backend", help="backend name (see `lab backends`)")
+    p.add_argument("--out", type=Path, help="the file to write (default: the design's committed "
+                                            "lab/backends/<design>/calibration.yaml)")
+    p.add_argument("--requests", type=int, default=None, metavar="N",
+                   help="operation cycles per message size, and loopback round trips (default 1000)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
     p = sub.add_parser("bench", help="benchmarks that print and save their figures")
     bench = p.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
     from lab.bench import sim as bench_sim_module  # its flags are its own
@@ -379,6 +388,25 @@ def cmd_swarm(args: argparse.Namespace) -> int:
                    shrink_runs=args.shrink_runs, progress=not args.no_progress)
     print("\n".join(report_lines(result)))
     return 1 if result.findings else 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from lab.calibrate import DEFAULT_REQUESTS, MIN_REQUESTS, calibrate
+
+    cls = backend_class(args.backend)
+    requests = DEFAULT_REQUESTS if args.requests is None else args.requests
+    if requests < MIN_REQUESTS:
+        raise UsageError(f"--requests {requests}: use {MIN_REQUESTS} or more")
+    out = args.out if args.out is not None else cls.calibration_path()
+    if out is None:
+        raise UsageError(f"{args.backend} has no folder of its own: give --out FILE")
+    if out.is_dir() or not out.parent.is_dir():
+        raise UsageError(f"--out {out}: {'a folder' if out.is_dir() else 'no folder ' + str(out.parent)}; give a file path")
+    calibration = calibrate(args.backend, requests, progress=not args.no_progress)
+    calibration.write(out)
+    print(calibration.table())
+    print(f"\nwritten: {out} ({calibration.measured['seconds']} s)")
+    return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -566,7 +594,7 @@ def _design_modules(part: str):
             yield name, module
 
 
-COMMANDS = {"run": cmd_run, "serve": cmd_serve, "backends": cmd_backends, "workloads": cmd_workloads,
+COMMANDS = {"run": cmd_run, "calibrate": cmd_calibrate, "serve": cmd_serve, "backends": cmd_backends, "workloads": cmd_workloads,
             "compare": cmd_compare, "aggregate": cmd_aggregate, "bench": cmd_bench, "cluster": cmd_cluster,
             "load": cmd_load, "matrix": cmd_matrix, "swarm": cmd_swarm,
             "fidelity": cmd_fidelity}
