@@ -211,7 +211,7 @@ class SimNetwork:
         rt = node.runtime
         if kind in ("ok", "err"):
             waiting = rt.net.pending.get(request_id)
-            if waiting is None:
+            if waiting is None or waiting.triggered:  # given up on (its timeout has fired)
                 self.dropped["late reply"] += 1
                 return
             waiting.succeed((kind, payload))
@@ -222,9 +222,11 @@ class SimNetwork:
             if handler is None:
                 self.dropped["not serving"] += 1
                 return
-            task = rt.spawn(net.answer(handler, source, kind, request_id, payload), name="handler")
             if streams:
-                net.streams.started(payload, task)
+                net.streams.started(payload, None)  # the connection opens before its first request runs
+            task = rt.start(net.answer(handler, source, kind, request_id, payload), name="handler")
+            if streams and task is not None:
+                net.streams.waiting(payload, task)
         self.delivered += 1
 
     def next_id(self) -> int:
@@ -276,17 +278,19 @@ class SimNetPort:
     async def call(self, peer: str, message: Any, timeout: float) -> Any:
         if peer not in self.network.world.nodes:
             raise Unreachable(f"{self.rt.node}: no node called {peer!r}")
-        request_id = self.network.next_id()
+        network = self.network
+        request_id = next(network._ids)
         reply = self.rt.env.event()
         self.pending[request_id] = reply
-        self.network.transmit(self.rt, peer, "call", request_id, message)
+        network.transmit(self.rt, peer, "call", request_id, message)
+        network.world.deadlines.add(to_ns(timeout), reply, None)  # the reply, or None at the timeout
         try:
-            answered = await Await(self.rt.first_of(reply, to_ns(timeout)))
+            answer = await Await(reply)
         finally:
             del self.pending[request_id]
-        if not answered:
+        if answer is None:
             raise CallTimeout(f"no reply from {peer!r} within {timeout:g} s")
-        status, payload = reply.value
+        status, payload = answer
         if status == "err":
             raise RemoteError(payload)
         return payload

@@ -65,8 +65,9 @@ class SimListeners:
     def accepts(self, message: Any) -> bool:
         return isinstance(message, (StreamData, StreamClose))
 
-    def started(self, message: StreamData | StreamClose, task: "SimTask") -> None:
-        """``task`` handles ``message``: a close cancels it if the client leaves first."""
+    def started(self, message: StreamData | StreamClose, task: "SimTask | None") -> None:
+        """``message`` arrived, and ``task`` handles it (None: not yet known): the connection
+        opens at its first bytes, and a close cancels the task if the client leaves first."""
         if not isinstance(message, StreamData):
             return
         key = (message.port, message.conn)
@@ -75,6 +76,13 @@ class SimListeners:
             accepted = self.open[key] = _Accepted(self.ports[message.port]())
         if accepted is not None:
             accepted.running = task
+
+    def waiting(self, message: StreamData | StreamClose, task: "SimTask") -> None:
+        """The handling of ``message`` waits, driven by ``task``: a close cancels it."""
+        if isinstance(message, StreamData):
+            accepted = self.open.get((message.port, message.conn))
+            if accepted is not None and not accepted.closed:
+                accepted.running = task
 
     async def handle(self, source: str, message: StreamData | StreamClose) -> tuple[bytes, bool]:
         """What the connection wrote while it handled ``message``'s bytes, and whether it is closed."""

@@ -19,6 +19,7 @@ The network is in ``models.network``, the disk in ``models.disk``; the fault ver
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Coroutine, TypeVar
 
@@ -235,7 +236,8 @@ class SimRuntime:
     def first_of(self, event: SimPyEvent, timeout_ns: int) -> SimPyEvent:
         """An event that succeeds with True when ``event`` fires, or False at the timeout.
 
-        Cheaper than SimPy's AnyOf condition, and the loser is simply ignored.
+        Cheaper than SimPy's AnyOf condition, and the loser is simply ignored; the timeout
+        is a deadline (``Deadlines``), not an event of its own.
         """
         done = self.env.event()
 
@@ -243,38 +245,52 @@ class SimRuntime:
             if not done.triggered:
                 done.succeed(True)
 
-        def expired(_: SimPyEvent) -> None:
-            if not done.triggered:
-                done.succeed(False)
-
         event.callbacks.append(fired)
-        self.env.timeout(timeout_ns).callbacks.append(expired)
+        self.world.deadlines.add(timeout_ns, done, False)
         return done
 
+    def start(self, coro: Coroutine, name: str = "") -> SimTask | None:
+        """Run ``coro`` at once, up to its first wait, inside the caller (a message's arrival):
+        None if it finished without waiting, else the task that drives the rest (as
+        ``spawn``'s). Most requests a server answers never wait, and so cost no process."""
+        if self.state.paused or not self.alive:
+            return self.spawn(coro, name)
+        try:
+            event = coro.send(None)
+        except StopIteration:
+            return None
+        process = self.env.process(self._drive(coro, event))
+        self.processes[process] = None
+        return SimTask(process)
+
     # the driver: runs a coroutine on SimPy events, behind the node's pause gate
-    def _drive(self, coro: Coroutine):
+    def _drive(self, coro: Coroutine, first: SimPyEvent | None = None):
+        """``first``: the event the coroutine already waits on (``start`` ran its first step)."""
         node = self.state
         me = self.env.active_process  # the generator starts inside its own process
         value: Any = None
         error: BaseException | None = None
         try:
             while True:
-                try:
-                    while node.paused:
-                        yield node.resumed
-                    if error is None:
-                        event = coro.send(value)
-                    else:
-                        event, error = coro.throw(error), None
-                except StopIteration as stop:
-                    return stop.value
-                except Cancelled:
-                    return _CANCELLED
-                except simpy.Interrupt as interrupt:  # cancelled or crashed while at the gate
-                    if interrupt.cause is _CRASH:
-                        return self._drop(coro)
-                    error, value = Cancelled(), None
-                    continue
+                if first is not None:
+                    event, first = first, None
+                else:
+                    try:
+                        while node.paused:
+                            yield node.resumed
+                        if error is None:
+                            event = coro.send(value)
+                        else:
+                            event, error = coro.throw(error), None
+                    except StopIteration as stop:
+                        return stop.value
+                    except Cancelled:
+                        return _CANCELLED
+                    except simpy.Interrupt as interrupt:  # cancelled or crashed while at the gate
+                        if interrupt.cause is _CRASH:
+                            return self._drop(coro)
+                        error, value = Cancelled(), None
+                        continue
                 try:
                     value = yield event
                     if not self.alive:  # the event won a race with the crash interrupt
@@ -307,6 +323,44 @@ class SimRuntime:
         self.processes.clear()
 
 
+class Deadlines:
+    """Timeouts that seldom fire: ``add(delay, event, value)`` succeeds ``event`` with
+    ``value`` ``delay`` ns from now unless something else triggered it first.
+
+    A call's or a wait's timeout is nearly always beaten by its reply, so instead of one
+    SimPy timeout per deadline (each pushed on and popped off the event heap), the
+    deadlines of one length wait in arrival order — which is deadline order — behind a
+    single timer, armed for the earliest one not yet answered. Each expires at its exact
+    instant, as its own timeout would."""
+
+    __slots__ = ("env", "queues")
+
+    def __init__(self, env: simpy.Environment):
+        self.env = env
+        self.queues: dict[int, deque] = {}  # delay -> (deadline, event, value), while its timer is armed
+
+    def add(self, delay_ns: int, event: SimPyEvent, value: Any) -> None:
+        queue = self.queues.get(delay_ns)
+        if queue is not None:
+            queue.append((self.env.now + delay_ns, event, value))
+            return
+        self.queues[delay_ns] = deque([(self.env.now + delay_ns, event, value)])
+        self.env.timeout(delay_ns, delay_ns).callbacks.append(self._expire)
+
+    def _expire(self, timer: SimPyEvent) -> None:
+        delay = timer.value
+        queue = self.queues[delay]
+        now = self.env.now
+        while queue and (queue[0][0] <= now or queue[0][1].triggered):
+            _, event, value = queue.popleft()
+            if not event.triggered:
+                event.succeed(value)
+        if queue:
+            self.env.timeout(queue[0][0] - now, delay).callbacks.append(self._expire)
+        else:
+            del self.queues[delay]
+
+
 class SimWorld:
     """Simulated nodes on one SimPy clock, with a simulated network and disks."""
 
@@ -318,6 +372,7 @@ class SimWorld:
         self.seed = seed
         self.config = config or SimConfig()
         self.env = simpy.Environment(initial_time=SIM_EPOCH_NS)
+        self.deadlines = Deadlines(self.env)
         self.disk_random = random.Random(f"{seed}:disk")
         self.net = SimNetwork(self, random.Random(f"{seed}:net"), self.config)
         self.nodes: dict[str, SimNode] = {}
