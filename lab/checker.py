@@ -42,7 +42,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lab.record import ok_ops
+from lab.record import mask, message_codes
 from lab.verdict import NO_ANOMALY, Judgement, RunFacts, delivery_problem, judge_run
 
 EXAMPLES = 10  # how many ids of each anomaly the verdict lists
@@ -123,50 +123,52 @@ def check(samples: pa.Table, facts: RunFacts | None = None) -> Verdict:
 
     The counts are multisets of message ids, kept as numpy counts over the run's distinct
     ids (Arrow hashes them), so a long run's check holds no Python object per message."""
-    ops = samples.column("op")
-    puts = samples.filter(pc.equal(ops, "put"))
-    gets = ok_ops(samples, "get")
-    releases = samples.filter(pc.equal(ops, "release"))
-
-    put_ids = puts.column("msg_id")
-    get_ids = gets.column("msg_id")
-    release_ids = releases.column("msg_id")
-    every = [chunk.cast(pa.string()) for column in (put_ids, get_ids, release_ids) for chunk in column.chunks]
-    ids = pc.unique(pa.chunked_array(every, pa.string()).drop_null())
+    ids, codes = message_codes(samples)
     n = len(ids)
+    put = mask(samples, "op", "put")
+    ok_outcome = mask(samples, "outcome", "ok")
+    got = mask(samples, "op", "get") & ok_outcome & (codes >= 0)  # deliveries, not empty polls
 
-    def counts(column: pa.ChunkedArray) -> np.ndarray:
-        codes = pc.index_in(column, value_set=ids).drop_null().to_numpy(zero_copy_only=False)
-        return np.bincount(codes, minlength=n).astype(np.int64)
+    def counts(rows: np.ndarray) -> np.ndarray:
+        chosen = codes[rows]
+        return np.bincount(chosen[chosen >= 0], minlength=n).astype(np.int32)
 
-    attempts = counts(put_ids)
-    put_ok = pc.equal(puts.column("outcome"), "ok")
-    enqueued = counts(puts.column("msg_id").filter(put_ok))
-    released = counts(release_ids)
-    dequeued = np.maximum(counts(get_ids) - released, 0)  # handed back: not delivered
+    attempts = counts(put)
+    enqueued = counts(put & ok_outcome)
+    released = counts(mask(samples, "op", "release"))
+    dequeued = np.maximum(counts(got) - released, 0)  # handed back: not delivered
+    del put, ok_outcome
 
-    ok = np.minimum(dequeued, attempts)
-    unexpected = np.where(attempts == 0, dequeued, 0)
-    duplicated = np.where(attempts > 0, np.maximum(dequeued - attempts, 0), 0)
-    lost = np.maximum(enqueued - dequeued, 0)
-    recovered = np.maximum(ok - enqueued, 0)
+    totals: dict[str, int] = {}
+    examples: dict[str, list[str]] = {}
 
-    examples = {}
-    for name, c in (("lost", lost), ("unexpected", unexpected), ("duplicated", duplicated), ("recovered", recovered)):
+    def tally(name: str, c: np.ndarray) -> None:  # one anomaly array at a time: a long run has millions of ids
+        totals[name] = int(c.sum(dtype=np.int64))
         chosen = np.flatnonzero(c)
-        if chosen.size:
+        if chosen.size and name in ("lost", "unexpected", "duplicated", "recovered"):
             names = ids.take(pa.array(chosen))
             examples[name] = names.take(pc.sort_indices(names)[:EXAMPLES]).to_pylist()
+
+    ok = np.minimum(dequeued, attempts)
+    tally("ok", ok)
+    tally("recovered", np.maximum(ok - enqueued, 0))
+    del ok
+    tally("unexpected", np.where(attempts == 0, dequeued, 0))
+    tally("duplicated", np.where(attempts > 0, np.maximum(dequeued - attempts, 0), 0))
+    tally("lost", np.maximum(enqueued - dequeued, 0))
+    examples = {name: examples[name] for name in ("lost", "unexpected", "duplicated", "recovered") if name in examples}
+    rows = np.flatnonzero(got)
+    gets = samples.select(["client", "t_start_ns", "latency_ns"]).take(pa.array(rows))
     return Verdict(
-        attempts=int(attempts.sum()),
-        enqueued=int(enqueued.sum()),
-        dequeued=int(dequeued.sum()),
-        ok=int(ok.sum()),
-        lost=int(lost.sum()),
-        unexpected=int(unexpected.sum()),
-        duplicated=int(duplicated.sum()),
-        recovered=int(recovered.sum()),
-        reordering=_reordering(gets, ids, attempts > 0, released > 0),
+        attempts=int(attempts.sum(dtype=np.int64)),
+        enqueued=int(enqueued.sum(dtype=np.int64)),
+        dequeued=int(dequeued.sum(dtype=np.int64)),
+        ok=totals["ok"],
+        lost=totals["lost"],
+        unexpected=totals["unexpected"],
+        duplicated=totals["duplicated"],
+        recovered=totals["recovered"],
+        reordering=_reordering(gets, codes[rows], ids, attempts > 0, released > 0),
         examples=examples,
         facts=facts,
     )
@@ -175,20 +177,22 @@ def check(samples: pa.Table, facts: RunFacts | None = None) -> Verdict:
 def reordering(gets: pa.Table, attempts: Counter, released: set[str] = frozenset()) -> Reordering:
     """Inversions and largest displacement over every (producer, consumer) stream of the
     deliveries ``gets``, counting only messages in ``attempts`` and not ``released``."""
-    ids = pc.unique(gets.column("msg_id").drop_null())
+    gets = gets.filter(pc.is_valid(gets.column("msg_id")))
+    ids, codes = message_codes(gets)
     names = ids.to_pylist()
-    return _reordering(gets, ids, np.array([m in attempts for m in names], dtype=bool),
+    return _reordering(gets, codes, ids, np.array([m in attempts for m in names], dtype=bool),
                        np.array([m in released for m in names], dtype=bool))
 
 
-def _reordering(gets: pa.Table, ids: pa.Array, attempted: np.ndarray, released: np.ndarray) -> Reordering:
-    """``reordering`` on message codes: ``ids`` the distinct ids, ``attempted`` and
-    ``released`` flags by code. Streams are in completion order (ties keep record order);
-    a consumer's redelivery of a message is left out (the duplicates count it)."""
+def _reordering(gets: pa.Table, codes: np.ndarray, ids: pa.Array, attempted: np.ndarray,
+                released: np.ndarray) -> Reordering:
+    """``reordering`` on message codes: ``codes`` each delivery's index in ``ids`` (the
+    distinct ids), ``attempted`` and ``released`` flags by index. Streams are in completion
+    order (ties keep record order); a consumer's redelivery of a message is left out (the
+    duplicates count it)."""
     if gets.num_rows == 0:
         return Reordering()
     done = pc.add(gets.column("t_start_ns"), gets.column("latency_ns")).to_numpy(zero_copy_only=False)
-    codes = pc.index_in(gets.column("msg_id"), value_set=ids).to_numpy(zero_copy_only=False)
     consumers = pc.dictionary_encode(gets.column("client")).combine_chunks()
     consumer = consumers.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     keep = attempted[codes] & ~released[codes]

@@ -230,9 +230,11 @@ def write_sample_batches(batches: Iterable[pa.RecordBatch], path: str | Path) ->
     return rows
 
 
-#: the columns whose values repeat (op, outcome, a few nodes, clients, queues and phases):
+#: the columns whose values repeat (op, outcome, a few nodes, clients, queues and phases;
+#: a message id once or twice):
 #: read back dictionary-encoded by ``read_samples(..., lean=True)``
-REPEATING = ("run_id", "world", "backend", "scenario", "node", "client", "op", "queue", "outcome", "error", "phase")
+REPEATING = ("run_id", "world", "backend", "scenario", "node", "client", "op", "queue", "msg_id", "outcome", "error",
+             "phase")
 
 
 def read_samples(path: str | Path, columns: Iterable[str] | None = None, lean: bool = False) -> pa.Table:
@@ -248,6 +250,28 @@ def read_samples(path: str | Path, columns: Iterable[str] | None = None, lean: b
         return pq.read_table(path, schema=SAMPLE_SCHEMA)
     names = list(columns) if columns is not None else SAMPLE_SCHEMA.names
     return pq.read_table(path, columns=names, read_dictionary=[c for c in REPEATING if c in names] if lean else None)
+
+
+def message_codes(samples: pa.Table) -> tuple[pa.Array, np.ndarray]:
+    """The distinct message ids of ``samples`` and each row's index among them (-1 where the
+    row has none): one Arrow hash pass, so that a long run's checks count integers."""
+    column = samples.column("msg_id")
+    if pa.types.is_dictionary(column.type):
+        column = pa.table({"m": column}).unify_dictionaries().column("m")
+    else:
+        column = column.cast(pa.string()).dictionary_encode()
+    if column.num_chunks == 0:
+        return pa.array([], pa.string()), np.zeros(0, np.int32)
+    ids = column.chunk(0).dictionary
+    codes = np.concatenate([chunk.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
+                            for chunk in column.chunks])
+    return ids, codes
+
+
+def mask(samples: pa.Table, name: str, *values: str) -> np.ndarray:
+    """Rows of ``samples`` whose column ``name`` is one of ``values``, as a numpy mask."""
+    hit = pc.is_in(samples.column(name), value_set=pa.array(values, pa.string()))
+    return hit.to_numpy(zero_copy_only=False).astype(bool)
 
 
 def ok_ops(samples: pa.Table, op: str, measured_only: bool = False) -> pa.Table:

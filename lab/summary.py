@@ -16,9 +16,8 @@ from typing import Any, Iterable
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from lab.record import MEASURED_PHASES, LogHistogram, ok_ops
+from lab.record import MEASURED_PHASES, LogHistogram, mask, message_codes
 
 PERCENTILES = {"p50": 0.50, "p99": 0.99, "p999": 0.999}
 MEASURED = "measured"  # the key of the measured-phases rows, as lab.aggregate names them
@@ -29,37 +28,56 @@ PHASES_NOTE = ("all = every phase (warmup to drain); measured = steady, fault, h
 def summarize(samples: pa.Table) -> dict[str, Any]:
     """``{op: {count, ok, fail, info, ops_per_s, p50_ns, p99_ns, p999_ns, max_ns}}`` plus ``e2e``
     and ``delay``, over the whole run, and ``measured``: the same op and ``e2e`` entries over
-    the measured phases."""
-    result = _by_op(samples)
+    the measured phases. Works on numpy masks and columns (string columns may be
+    dictionary-encoded): a long run's summary copies no table."""
+    columns = _Columns(samples)
+    result = _by_op(columns)
     delays = samples.column("delay_ns").drop_null().to_numpy()
     if delays.size:  # how late scheduled puts started: large when a stall held producers back
         result["delay"] = {"count": int(delays.size), **_percentiles(np.maximum(delays, 0))}
-    result[MEASURED] = _by_op(samples, MEASURED_PHASES)
+    result[MEASURED] = _by_op(columns, MEASURED_PHASES)
     return result
 
 
-def _by_op(samples: pa.Table, phases: Iterable[str] | None = None) -> dict[str, Any]:
+class _Columns:
+    """The columns a summary reads, as numpy arrays and masks."""
+
+    def __init__(self, samples: pa.Table):
+        self.samples = samples
+        self.start = samples.column("t_start_ns").to_numpy()
+        self.latency = samples.column("latency_ns").to_numpy()
+        self.ok = mask(samples, "outcome", "ok")
+        self.ids, self.codes = message_codes(samples)
+
+    def phase_in(self, phases: Iterable[str]) -> np.ndarray:
+        return mask(self.samples, "phase", *phases)
+
+
+def _by_op(columns: _Columns, phases: Iterable[str] | None = None) -> dict[str, Any]:
     """Per op and e2e: counts, ok throughput and latency of the rows in ``phases`` (None: all)."""
     result: dict[str, Any] = {}
-    rows_in = samples
-    if phases is not None:
-        rows_in = samples.filter(pc.is_in(samples.column("phase"), value_set=pa.array(list(phases))))
+    samples = columns.samples
+    within = columns.phase_in(phases) if phases is not None else None
     for op in ("put", "get", "ack", "release"):
-        rows = rows_in.filter(pc.equal(rows_in.column("op"), op))
-        if rows.num_rows == 0:
+        rows = mask(samples, "op", op)
+        if within is not None:
+            rows &= within
+        count = int(rows.sum())
+        if count == 0:
             continue
-        ok = ok_ops(rows, op)
-        outcome = rows.column("outcome")
+        ok = rows & columns.ok
+        if op == "get":
+            ok &= columns.codes >= 0  # deliveries, not empty polls
         entry: dict[str, Any] = {
-            "count": rows.num_rows,
-            "ok": ok.num_rows,
-            "fail": int(pc.sum(pc.equal(outcome, "fail")).as_py() or 0),
-            "info": int(pc.sum(pc.equal(outcome, "info")).as_py() or 0),
-            "ops_per_s": _throughput(ok),
+            "count": count,
+            "ok": int(ok.sum()),
+            "fail": int((rows & mask(samples, "outcome", "fail")).sum()),
+            "info": int((rows & mask(samples, "outcome", "info")).sum()),
+            "ops_per_s": _throughput(columns.start[ok], columns.latency[ok]),
         }
-        entry.update(_percentiles(ok.column("latency_ns").to_numpy()))
+        entry.update(_percentiles(columns.latency[ok]))
         result[op] = entry
-    e2e = end_to_end_ns(samples, phases)  # all samples: a put may lie outside the phases
+    e2e = _end_to_end(columns, phases)  # all samples: a put may lie outside the phases
     if e2e.size:
         result["e2e"] = {"count": int(e2e.size), **_percentiles(e2e)}
     return result
@@ -71,27 +89,24 @@ def end_to_end_ns(samples: pa.Table, phases: Iterable[str] | None = None) -> np.
 
     With ``phases``, only messages whose first delivery falls in one of them: the pipeline
     counts a message's end-to-end latency in the phase of that delivery."""
-    puts = samples.filter(pc.equal(samples.column("op"), "put"))
-    put_ids = puts.column("msg_id").cast(pa.string())
-    ids = pc.unique(put_ids.drop_null())
-    put_codes = pc.index_in(put_ids, value_set=ids).to_numpy(zero_copy_only=False)
-    starts = puts.column("t_start_ns").to_numpy(zero_copy_only=False)
-    known = ~np.isnan(put_codes) if put_codes.dtype.kind == "f" else np.ones(put_codes.size, bool)
-    put_start = np.full(len(ids), np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(put_start, put_codes[known].astype(np.int64), starts[known].astype(np.int64))
-    gets = ok_ops(samples, "get")
-    done = pc.add(gets.column("t_start_ns"), gets.column("latency_ns")).to_numpy(zero_copy_only=False)
-    codes = pc.index_in(gets.column("msg_id").cast(pa.string()), value_set=ids).to_numpy(zero_copy_only=False)
-    delivered = ~np.isnan(codes) if codes.dtype.kind == "f" else np.ones(codes.size, bool)
-    rows = np.flatnonzero(delivered)
-    rows = rows[np.argsort(done[rows], kind="stable")]  # completion order; ties keep record order
-    code = codes[rows].astype(np.int64)
-    _, first = np.unique(code, return_index=True)  # each message's first delivery
-    rows = rows[first]
-    e2e = done[rows].astype(np.int64) - put_start[codes[rows].astype(np.int64)]
+    return _end_to_end(_Columns(samples), phases)
+
+
+def _end_to_end(columns: _Columns, phases: Iterable[str] | None) -> np.ndarray:
+    samples, codes = columns.samples, columns.codes
+    put = mask(samples, "op", "put") & (codes >= 0)
+    put_start = np.full(len(columns.ids), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(put_start, codes[put], columns.start[put])
+    rows = np.flatnonzero(mask(samples, "op", "get") & columns.ok & (codes >= 0))
+    rows = rows[put_start[codes[rows]] != np.iinfo(np.int64).max]  # delivered, and put in the run
+    done = columns.start[rows] + columns.latency[rows]
+    order = np.argsort(done, kind="stable")  # completion order; ties keep record order
+    rows, done = rows[order], done[order]
+    _, first = np.unique(codes[rows], return_index=True)  # each message's first delivery
+    rows, done = rows[first], done[first]
+    e2e = done - put_start[codes[rows]]
     if phases is not None:
-        phase = gets.column("phase").take(pa.array(rows, pa.int64()))
-        e2e = e2e[pc.is_in(phase, value_set=pa.array(list(phases))).to_numpy(zero_copy_only=False)]
+        e2e = e2e[columns.phase_in(phases)[rows]]
     return e2e
 
 
@@ -103,13 +118,12 @@ def _percentiles(latencies: np.ndarray) -> dict[str, float]:
     return out
 
 
-def _throughput(rows: pa.Table) -> float:
+def _throughput(start: np.ndarray, latency: np.ndarray) -> float:
     """Operations per second over the span they cover."""
-    if rows.num_rows < 2:
+    if start.size < 2:
         return float("nan")
-    start = pc.min(rows.column("t_start_ns")).as_py()
-    end = pc.max(pc.add(rows.column("t_start_ns"), rows.column("latency_ns"))).as_py()
-    return rows.num_rows / ((end - start) / 1e9) if end > start else float("nan")
+    first, last = int(start.min()), int((start + latency).max())
+    return start.size / ((last - first) / 1e9) if last > first else float("nan")
 
 
 def format_ns(ns: float) -> str:
