@@ -6,6 +6,8 @@ nemesis (``lab.nemesis``) applies the fault schedule, heals everything, drains e
 and writes the run directory:
 
     results/runs/<run_id>/samples.parquet   one row per operation (lab.record schema)
+    (samples.spill.arrow while it runs: the recorder's batches, so memory does not grow with
+    the run; samples.parquet is written from them a batch at a time, with the phases)
     results/runs/<run_id>/manifest.json     workload, backend, world, seed, versions,
                                             machine, timings, checker verdict, summary
 
