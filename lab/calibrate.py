@@ -6,8 +6,9 @@ Two measurements, one file (``lab.service``'s calibration format):
   sim world boots them, on real files, with the network a function call; the design's own
   client does sequential cycles — a put, a reliable get and its ack (every fifth one
   released and taken again, where the design can release), a put and a plain get, now and
-  then a backlog query by a new client, as the runner's drain makes one — at two message
-  sizes taking turns, after a discarded warm-up. Each request a
+  then a new client's put, get and backlog query (a client's set-up requests, as each of a
+  run's clients makes them) — at two message sizes taking turns, after a warm-up (whose
+  requests count only for a kind seen nowhere else: a set-up made once). Each request a
   cpu node handles is timed in thread CPU time and named as the sim world names it. Per
   kind: a cost per request byte from the difference of the two sizes' medians (only where
   the kind's bytes differ between the sizes and the difference is clearly above the noise
@@ -26,7 +27,6 @@ What it may touch: temporary folders and loopback ports; the file it is told to 
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import math
 import statistics
@@ -151,12 +151,22 @@ def fit_kind(kind: str, samples: list[Sample], phases: tuple[str, str]) -> KindF
     return KindFit(kind, len(rest), ServiceTime("lognormal", median, _sigma_of([math.log(v) for v in rest]), per_byte))
 
 
-def fit(samples: list[Sample], phases: tuple[str, str]) -> dict[str, KindFit]:
+def fit(samples: list[Sample], phases: tuple[str, str], warmup: str = "warmup") -> dict[str, KindFit]:
+    """Every kind of the measured ``phases``; and a kind seen only in the ``warmup`` (a
+    set-up request made once, as creating the account), as the constant its median gives."""
     by_kind: dict[str, list[Sample]] = {}
     for s in samples:
         if s.phase in phases:
             by_kind.setdefault(s.kind, []).append(s)
-    return {kind: fit_kind(kind, group, phases) for kind, group in sorted(by_kind.items())}
+    fits = {kind: fit_kind(kind, group, phases) for kind, group in by_kind.items()}
+    once: dict[str, list[Sample]] = {}
+    for s in samples:
+        if s.phase == warmup and s.kind not in by_kind:
+            once.setdefault(s.kind, []).append(s)
+    for kind, group in once.items():
+        fits[kind] = KindFit(kind, len(group), ServiceTime("const", max(float(FLOOR_NS),
+                                                                        statistics.median(s.ns for s in group))))
+    return dict(sorted(fits.items()))
 
 
 def fit_network(round_trips_ns: list[int], service_ns: float) -> dict[str, Any]:
@@ -175,12 +185,12 @@ async def _take(client: QueueClient, queue: str):
         delivery = await client.get(queue, 0)
         if delivery is not None:
             return delivery
-        await asyncio.sleep(0)
     raise RuntimeError(f"a message put on {queue!r} was not delivered after {TAKE_TRIES} gets")
 
 
-class _Cycles:
-    """The operations of the in-process calibration, with the design's own clients."""
+class Cycles:
+    """The operations of the calibration, with the design's own clients (on any world's
+    runtime ``rt``: the sim world runs them too, to compare the kinds it charges)."""
 
     def __init__(self, design: Backend, rt: Any, reliable: QueueClient, plain: QueueClient):
         self.design, self.rt = design, rt
@@ -188,7 +198,7 @@ class _Cycles:
         self.releases = True  # until the design refuses one (a log has no release)
 
     async def cycle(self, i: int, body: bytes) -> None:
-        reliable, plain = self.reliable, self.plain
+        reliable = self.reliable
         await reliable.put(QUEUE, body)
         delivery = await _take(reliable, QUEUE)
         if self.releases and i % RELEASE_EVERY == RELEASE_EVERY - 1:
@@ -198,14 +208,18 @@ class _Cycles:
             except Rejected:
                 self.releases = False
         await reliable.ack(delivery)
-        await plain.put(QUEUE, body)
-        await _take(plain, QUEUE)
-        if i % BACKLOG_EVERY == 0:  # by a new client, as the runner's drain asks it: a client's set-up is measured too
-            drain = self.design.client(self.rt, True)
-            try:
-                await drain.backlog(QUEUE)
-            finally:
-                await drain.close()
+        # Now and then a new client (as each of a run's clients, and its drain, is): the
+        # requests a client makes to set itself up are measured too, and a backlog query.
+        fresh = i % BACKLOG_EVERY == 0
+        plain = self.design.client(self.rt, False) if fresh else self.plain
+        try:
+            await plain.put(QUEUE, body)
+            await _take(plain, QUEUE)
+            if fresh:
+                await plain.backlog(QUEUE)
+        finally:
+            if fresh:
+                await plain.close()
 
 
 def _http_probe(rt: Any, node: str) -> Callable[[], Any]:
@@ -250,15 +264,14 @@ async def _in_process(cls: type[Backend], options: Mapping[str, Any] | None, req
         rt = world.node("calibrate")
         reliable, plain = design.client(rt, True), design.client(rt, False)
         clients += [reliable, plain]
-        cycles = _Cycles(design, rt, reliable, plain)
+        cycles = Cycles(design, rt, reliable, plain)
         bodies = [(b"calibrate-" * (size // 10 + 1))[:size] for size in SIZES]
-        meter.phase = "warmup"
+        meter.phase, meter.recording = "warmup", True  # kept only for kinds seen nowhere else (fit)
         for i in range(WARMUP):
             await cycles.cycle(i, bodies[0])
             tick()
         # The sizes take turns, cycle by cycle: a drift of the machine's speed (other work, a
         # growing state) then moves both sizes' medians alike, not their difference.
-        meter.recording = True
         for i in range(requests * len(SIZES)):
             size = i % len(SIZES)
             meter.phase = f"size {SIZES[size]}"

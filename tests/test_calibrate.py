@@ -1,0 +1,127 @@
+"""`lab calibrate`: the in-process harness writes a model the sim world loads, names requests
+as the sim world charges them, sees a request path that is slower for real, refuses bad
+arguments in one line; and the committed calibrations say where and when they were measured."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from lab.backends import REGISTRY, backend_class
+from lab.backends.ideal.core import IdealQueue, Put
+from lab.calibrate import SIZES, Cycles, calibrate
+from lab.cli import main
+from lab.service import ServiceModel
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def burn_cpu(ns: int) -> None:
+    """Spin until this thread has used ``ns`` more nanoseconds of CPU."""
+    end = time.thread_time_ns() + ns
+    while time.thread_time_ns() < end:
+        pass
+
+
+def test_ideal_calibration_writes_a_file_the_sim_world_loads(tmp_path):
+    calibration = calibrate("ideal", 20, progress=False)  # the ideal design's loopback is in-process: quick
+    path = tmp_path / "ideal.yaml"
+    calibration.write(path)
+    text = path.read_text()
+    assert text.startswith("# ") and "`lab calibrate ideal`" in text.splitlines()[0]
+    model = ServiceModel.load(path)
+    assert {"Put", "Get", "Ack"} <= set(model.kinds)
+    assert all(st.scale_ns > 0 and st.mean_ns > 0 for st in model.kinds.values())
+    assert model.kinds["Put"].dist == "lognormal"  # enough puts for a lognormal
+    assert model.network is not None and model.network["dist"] == "lognormal" and model.network["ms"] > 0
+    measured = model.measured
+    assert measured["sizes"] == list(SIZES) and measured["requests_per_kind"]["Put"] == 2 * 2 * 20  # two puts a cycle
+    assert measured["machine"]["cpus"] >= 1 and measured["python"] and measured["lab"]
+
+
+def _sim_kinds(backend: str, cycles: int, monkeypatch) -> set[str]:
+    """The kinds the sim world's CPU charges for the calibration's operations on ``backend``."""
+    from models.cpu import NodeCpu
+    from lab.runner import make_world
+
+    seen: set[str] = set()
+    serve = NodeCpu.serve
+
+    async def observed(self, kind, nbytes=0):
+        seen.add(kind)
+        return await serve(self, kind, nbytes)
+
+    monkeypatch.setattr(NodeCpu, "serve", observed)
+    world = make_world("sim", 1)
+
+    async def main(rt):
+        design = backend_class(backend)(world)
+        await design.start()
+        ops = Cycles(design, rt, design.client(rt, True), design.client(rt, False))
+        for i in range(cycles):
+            for size in SIZES:
+                await ops.cycle(i, b"x" * size)
+        await design.stop()
+
+    world.run(main)
+    return seen
+
+
+def test_kestrel_kinds_measured_are_the_kinds_the_sim_world_charges(monkeypatch):
+    measured = set(calibrate("kestrel", 10, loopback=False, progress=False).fits)
+    assert measured == _sim_kinds("kestrel", 10, monkeypatch)
+    assert {"set", "get", "get/open", "get/close", "get/abort"} <= measured
+
+
+def test_a_request_path_slower_for_real_calibrates_slower_and_its_waits_are_not_service_time(monkeypatch):
+    before = calibrate("ideal", 20, loopback=False, progress=False).fits
+    handle = IdealQueue.handle
+
+    async def slow(self, source, request):
+        if isinstance(request, Put):
+            burn_cpu(300_000)  # 300 µs of CPU
+            await self.rt.sleep(0.003)  # 3 ms of waiting: not service time
+        return await handle(self, source, request)
+
+    monkeypatch.setattr(IdealQueue, "handle", slow)
+    after = calibrate("ideal", 20, loopback=False, progress=False).fits
+    put_before, put_after = before["Put"].service.scale_ns, after["Put"].service.scale_ns
+    assert 280_000 < put_after - put_before < 1_000_000, (put_before, put_after)
+    assert after["Get"].service.scale_ns < 100_000  # the other kinds are not charged for it
+
+
+@pytest.mark.parametrize("args, says", [
+    (["nope"], "unknown backend 'nope'"),
+    (["ideal", "--requests", "3"], "--requests 3"),
+    (["ideal", "--out", "{tmp}"], "a folder"),
+    (["ideal", "--out", "{tmp}/no/such/folder/c.yaml"], "no folder"),
+])
+def test_bad_arguments_are_one_line_errors(capsys, tmp_path, args, says):
+    assert main(["calibrate", *(a.replace("{tmp}", str(tmp_path)) for a in args)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("lab: error: ") and "\n" not in err and says in err, err
+    assert not list(tmp_path.rglob("*.yaml"))
+
+
+def test_the_command_prints_the_table_and_the_file_it_wrote(capsys, tmp_path):
+    out = tmp_path / "c.yaml"
+    assert main(["calibrate", "ideal", "--requests", "10", "--out", str(out), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert re.search(r"^kind\s+n\s+median µs\s+sigma\s+per-byte ns$", printed, re.M)
+    assert re.search(r"^Put\s+40\s", printed, re.M) and f"written: {out}" in printed
+    assert "Put" in ServiceModel.load(out).kinds
+
+
+@pytest.mark.parametrize("design", sorted(REGISTRY))
+def test_committed_calibrations_load_and_name_their_date_and_machine(design):
+    path = backend_class(design).calibration_path()
+    model = ServiceModel.load(path)
+    assert f"`lab calibrate {design}`" in path.read_text().splitlines()[0]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", model.measured["date"])
+    assert model.measured["machine"]["cpus"] >= 1 and model.measured["machine"]["platform"]
+    assert model.kinds and all(st.scale_ns > 0 for st in model.kinds.values())
+    assert model.network is not None and model.network["ms"] > 0
+    assert '"backends/*/calibration.yaml"' in (ROOT / "pyproject.toml").read_text()  # shipped with the package
