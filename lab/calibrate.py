@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -342,6 +343,14 @@ def _loopback(cls: type[Backend], options: Mapping[str, Any] | None, probe_name:
     return world.run(main)
 
 
+def _load_average() -> float | None:
+    """The machine's one-minute load average, where the OS tells it."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
 def calibrate(backend: str, requests: int = DEFAULT_REQUESTS, *, options: Mapping[str, Any] | None = None,
               loopback: bool = True, progress: bool = True, seed: int = 0) -> Calibration:
     """Measure ``backend``'s service times in process (``requests`` cycles per message size)
@@ -353,6 +362,7 @@ def calibrate(backend: str, requests: int = DEFAULT_REQUESTS, *, options: Mappin
     if requests < MIN_REQUESTS:
         raise ValueError(f"requests must be at least {MIN_REQUESTS}, got {requests}")
     cls = backend_class(backend)
+    load_before = _load_average()
     live = loopback and "live" in cls.worlds
     total = WARMUP + len(SIZES) * requests + requests + ((WARMUP + requests) if live else 0)
     started = time.monotonic()
@@ -378,6 +388,8 @@ def calibrate(backend: str, requests: int = DEFAULT_REQUESTS, *, options: Mappin
         "requests_per_kind": {kind: f.n for kind, f in sorted(fits.items())},
         "options": {k: v for k, v in design.options.items()},
         "seconds": round(time.monotonic() - started, 1),
+        # other work on the machine inflates both measurements (caches, wake-ups): say how busy it was
+        "load_average": {"before": load_before, "after": _load_average()},
     }
     if live:
         measured["network_probe"] = {
