@@ -249,7 +249,14 @@ def read_samples(path: str | Path, columns: Iterable[str] | None = None, lean: b
     if columns is None and not lean:
         return pq.read_table(path, schema=SAMPLE_SCHEMA)
     names = list(columns) if columns is not None else SAMPLE_SCHEMA.names
-    return pq.read_table(path, columns=names, read_dictionary=[c for c in REPEATING if c in names] if lean else None)
+    if not lean:
+        return pq.read_table(path, columns=names)
+    # a row group at a time, without threads: the read's buffers stay one row group's
+    source = pq.ParquetFile(path, read_dictionary=[c for c in REPEATING if c in names])
+    batches = list(source.iter_batches(columns=names, use_threads=False))
+    table = pa.Table.from_batches(batches) if batches else source.read(columns=names)
+    pa.default_memory_pool().release_unused()  # hand the read's scratch back before the checks allocate
+    return table
 
 
 def message_codes(samples: pa.Table) -> tuple[pa.Array, np.ndarray]:
