@@ -45,8 +45,9 @@ tolerance but one (M/M/2's p99 at rho 0.5), so a batch-means SE that is itself s
 uncertain (20 batches) still leaves the check meaningful. The sizes are what the runner's
 speed allows today: the fast tier (the three fast cases and the checks of the formulas)
 takes about 45 s; the slow tier about 25 minutes (M/M/1 at rho 0.8 10 min, M/M/2 7.5 min,
-M/M/4 4 min, M/D/1 2.5 min; replications two at a time). Half of each run's wall time is the drain's gets
-after the load (the runner drains every put of a ``consumers: 0`` workload to check it).
+M/M/4 4 min, M/D/1 2.5 min; replications two at a time). Each run also does as many gets as puts
+after the load (the runner drains a ``consumers: 0`` workload's queue to check every put),
+work the statistics do not use.
 M/D/1 at rho 0.5 has an atom at its median: half the customers do not wait, ``P(T = d) =
 1 - rho``, so the theoretical p50 is ``d`` and the sample median is ``d`` or a little above.
 
