@@ -73,6 +73,8 @@ class Calibration:
     fits: dict[str, KindFit]
     network: dict[str, Any] | None
     measured: dict[str, Any] = field(default_factory=dict)
+    transport_ns: float = 0.0  # the server process's CPU per round trip beyond the handler's
+    client: ServiceTime | None = None  # the load generator's CPU per round trip
 
     def model(self, source: str = "<lab calibrate>") -> ServiceModel:
         return ServiceModel.from_dict(self.to_dict(), source)
@@ -82,6 +84,10 @@ class Calibration:
         for kind, fit in sorted(self.fits.items()):
             services[kind] = {**fit.service.to_dict(), "n": fit.n}
         out: dict[str, Any] = {"design": self.design, "measured": self.measured, "cores": 1, "services": services}
+        if self.transport_ns:
+            out["transport_us"] = round(self.transport_ns / 1e3, 3)
+        if self.client is not None:
+            out["client"] = self.client.to_dict()
         if self.network is not None:
             out["network"] = self.network
         return out
@@ -91,8 +97,10 @@ class Calibration:
                   f" ({self.measured.get('date', '')}).\n"
                   "# services: per request kind as the sim world names it, the CPU time a server node spends on\n"
                   "# it, measured in process: a lognormal (median us, sigma) or a const, plus per_byte_ns per\n"
-                  "# request byte; n requests measured. network: the protocol's loopback one-way latency\n"
-                  "# (a workload's sim: {latency: calibrated}). Measure again: lab calibrate "
+                  "# request byte; n requests measured. transport_us: the live server's CPU per request\n"
+                  "# beyond its handler's (sockets, event loop). client: the load generator's CPU per round\n"
+                  "# trip. network: the protocol's loopback one-way latency, less both. client and network\n"
+                  "# are used where a workload says sim: {latency: calibrated}. Measure again: lab calibrate "
                   f"{self.design} --out FILE\n")
         text = yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True)
         self.model(str(path))  # refuse to write what would not load
@@ -108,6 +116,9 @@ class Calibration:
         lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
                  for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
+        if self.transport_ns or self.client is not None:
+            lines.append(f"server transport: {self.transport_ns / 1e3:.1f} µs per request; load generator: "
+                         f"{self.client.scale_ns / 1e3 if self.client else 0:.1f} µs per round trip (median)")
         if self.network is not None:
             lines.append(f"network one-way: lognormal, median {self.network['ms'] * 1e3:.1f} µs, "
                          f"sigma {self.network['sigma']:.2f} ({self.measured.get('network_probe', {}).get('probe')})")
@@ -152,6 +163,11 @@ def fit_kind(kind: str, samples: list[Sample], phases: tuple[str, str]) -> KindF
     return KindFit(kind, len(rest), ServiceTime("lognormal", median, _sigma_of([math.log(v) for v in rest]), per_byte))
 
 
+def _lognormal(values: list[float]) -> ServiceTime:
+    """A lognormal by the median and the logs' interquartile range."""
+    return ServiceTime("lognormal", statistics.median(values), _sigma_of([math.log(v) for v in values]))
+
+
 def fit(samples: list[Sample], phases: tuple[str, str], warmup: str = "warmup") -> dict[str, KindFit]:
     """Every kind of the measured ``phases``; and a kind seen only in the ``warmup`` (a
     set-up request made once, as creating the account), as the constant its median gives."""
@@ -170,9 +186,11 @@ def fit(samples: list[Sample], phases: tuple[str, str], warmup: str = "warmup") 
     return dict(sorted(fits.items()))
 
 
-def fit_network(round_trips_ns: list[int], service_ns: float) -> dict[str, Any]:
-    """The one-way latency: half of each round trip less the service time, as a lognormal (ms)."""
-    one_way = [max(1000.0, (rtt - service_ns) / 2) for rtt in round_trips_ns]
+def fit_network(round_trips_ns: list[int], service_ns: float, client_ns: list[int] | None = None) -> dict[str, Any]:
+    """The one-way latency: half of each round trip less the server's CPU time (``service_ns``)
+    and the client's (``client_ns``, per round trip), as a lognormal (ms)."""
+    clients = client_ns or [0] * len(round_trips_ns)
+    one_way = [max(1000.0, (rtt - service_ns - own) / 2) for rtt, own in zip(round_trips_ns, clients)]
     return {"dist": "lognormal", "ms": round(statistics.median(one_way) / 1e6, 5),
             "sigma": round(_sigma_of([math.log(v) for v in one_way]), 4)}
 
@@ -307,9 +325,29 @@ async def _in_process(cls: type[Backend], options: Mapping[str, Any] | None, req
         await world.close()
 
 
+@dataclass
+class _Loopback:
+    round_trips: list[int]  # ns, each probe's
+    client_cpu: list[int]  # ns of this process's CPU in each probe (client code and link proxies)
+    server_cpu: float | None  # ns of the probed server process's CPU per probe (None: in this process)
+
+
+def process_cpu_ns(pid: int) -> int | None:
+    """CPU time a process's threads have run, in ns (Linux's schedstat), or None where the OS
+    does not say."""
+    total = 0
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            total += int((task / "schedstat").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return total
+
+
 def _loopback(cls: type[Backend], options: Mapping[str, Any] | None, probe_name: str, requests: int,
-              tick: Callable[[], None], seed: int) -> list[int]:
-    """Round trips (ns) of the probe request against the design's live servers over loopback TCP."""
+              tick: Callable[[], None], seed: int) -> _Loopback:
+    """The probe request against the design's live servers over loopback TCP: each round
+    trip, this process's CPU in it, and the probed server process's CPU per round trip."""
     from lab.live.world import LiveWorld
 
     world = LiveWorld(seed)
@@ -327,14 +365,22 @@ def _loopback(cls: type[Backend], options: Mapping[str, Any] | None, probe_name:
             else:
                 await client.close()
                 probe = _http_probe(control, design.cpu_nodes[0])
-            round_trips = []
+            server = world.processes.get(design.cpu_nodes[0])
+            pid = server.pid if server is not None else None
+            round_trips, client_cpu = [], []
+            server_before = None
             for i in range(WARMUP + requests):
-                t0 = time.perf_counter_ns()
+                if i == WARMUP and pid is not None:
+                    server_before = process_cpu_ns(pid)
+                t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
                 await probe()
                 if i >= WARMUP:
+                    client_cpu.append(time.thread_time_ns() - c0)
                     round_trips.append(time.perf_counter_ns() - t0)
                 tick()
-            return round_trips
+            server_after = process_cpu_ns(pid) if server_before is not None else None
+            per_probe = (server_after - server_before) / requests if server_after is not None else None
+            return _Loopback(round_trips, client_cpu, per_probe)
         finally:
             if probe is not None:
                 await probe.close()
@@ -372,10 +418,19 @@ def calibrate(backend: str, requests: int = DEFAULT_REQUESTS, *, options: Mappin
         result, design = _run_event_loop(_in_process(cls, options, requests, tick, seed))
         phases = (f"size {SIZES[0]}", f"size {SIZES[1]}")
         fits = fit(result.samples, phases)
-        network, round_trips = None, []
+        network, round_trips, transport_ns, client = None, [], 0.0, None
         if live:
-            round_trips = _loopback(cls, options, result.probe, requests, tick, seed)
-            network = fit_network(round_trips, result.probe_service_ns)
+            loop = _loopback(cls, options, result.probe, requests, tick, seed)
+            round_trips = loop.round_trips
+            if loop.server_cpu is None:  # the server ran in this process: its CPU is in the client's
+                own = [max(0, c - round(result.probe_service_ns)) for c in loop.client_cpu]
+                server_ns = result.probe_service_ns
+            else:
+                own = loop.client_cpu
+                server_ns = max(loop.server_cpu, result.probe_service_ns)
+                transport_ns = server_ns - result.probe_service_ns
+            client = _lognormal([float(max(FLOOR_NS, c)) for c in own])
+            network = fit_network(round_trips, server_ns, own)
     found = versions()
     measured: dict[str, Any] = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -396,5 +451,7 @@ def calibrate(backend: str, requests: int = DEFAULT_REQUESTS, *, options: Mappin
             "probe": ("plain get of an empty queue" if result.probe == "get" else f"HTTP GET {PROBE_PATH} (no route)"),
             "kind": result.probe_kind, "round_trips": len(round_trips),
             "round_trip_us_median": round(statistics.median(round_trips) / 1e3, 2),
-            "service_us_subtracted": round(result.probe_service_ns / 1e3, 2)}
-    return Calibration(backend, fits, network, measured)
+            "service_us_subtracted": round(result.probe_service_ns / 1e3, 2),
+            "server_process_cpu_us_per_round_trip": (round((transport_ns + result.probe_service_ns) / 1e3, 2)
+                                                     if transport_ns else None)}
+    return Calibration(backend, fits, network, measured, transport_ns, client)

@@ -144,6 +144,13 @@ class ServiceModel:
     #: the protocol's loopback one-way latency, as ``models.network.LatencyModel`` fields
     #: (used where a workload asks for ``sim: {latency: calibrated}``)
     network: Mapping[str, Any] | None = None
+    #: a server's CPU per request it receives beyond the handler's: its sockets, event loop
+    #: and framing (measured live: the server process's CPU per round trip, less the handler's)
+    transport_ns: float = 0.0
+    #: the load generator's CPU per round trip (client code, and the live world's link
+    #: proxies), one core shared by every client; used with ``sim: {latency: calibrated}``,
+    #: where the sim stands for this machine's loopback set-up
+    client: ServiceTime | None = None
     #: where, when and how it was measured, for people
     measured: Mapping[str, Any] = field(default_factory=dict)
     source: str = "<service model>"
@@ -171,7 +178,7 @@ class ServiceModel:
     def from_dict(cls, data: Any, source: str) -> "ServiceModel":
         if not isinstance(data, Mapping):
             raise ServiceModelError(f"{source}: a calibration file is a mapping with 'services'")
-        unknown = set(data) - {"design", "measured", "cores", "services", "default", "network"}
+        unknown = set(data) - {"design", "measured", "cores", "services", "default", "network", "transport_us", "client"}
         if unknown:
             raise ServiceModelError(f"{source}: unknown field(s) {', '.join(sorted(map(str, unknown)))}")
         services = data.get("services") or {}
@@ -185,14 +192,25 @@ class ServiceModel:
         network = data.get("network")
         if network is not None and not isinstance(network, Mapping):
             raise ServiceModelError(f"{source}: network is a latency mapping like {{dist: lognormal, ms: 0.02, sigma: 0.3}}")
+        transport = data.get("transport_us", 0.0)
+        if isinstance(transport, bool) or not isinstance(transport, (int, float)) or not math.isfinite(transport) \
+                or transport < 0:
+            raise ServiceModelError(f"{source}: transport_us must be a number of microseconds >= 0, got {transport!r}")
+        client = data.get("client")
         return cls(kinds, None if default is None else ServiceTime.from_dict(default, f"{source}: default"),
-                   cores, dict(network) if network else None, dict(data.get("measured") or {}), source)
+                   cores=cores, network=dict(network) if network else None, measured=dict(data.get("measured") or {}),
+                   source=source, transport_ns=float(transport) * 1e3,
+                   client=None if client is None else ServiceTime.from_dict(client, f"{source}: client"))
 
     def to_dict(self, design: str) -> dict[str, Any]:
         out: dict[str, Any] = {"design": design, "measured": dict(self.measured), "cores": self.cores}
         if self.default is not None:
             out["default"] = self.default.to_dict()
         out["services"] = {kind: st.to_dict() for kind, st in sorted(self.kinds.items())}
+        if self.transport_ns:
+            out["transport_us"] = round(self.transport_ns / 1e3, 3)
+        if self.client is not None:
+            out["client"] = self.client.to_dict()
         if self.network:
             out["network"] = dict(self.network)
         return out

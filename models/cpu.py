@@ -8,6 +8,11 @@ handler (a blocking read, an fsync, a call to a peer) hold no core: the calibrat
 measures CPU time, and the disk and the network have their own models. So queueing for
 cores shows in latency and throughput, as it does on a loaded server.
 
+Each frame a node receives (a stream's chunk, a message) also costs the calibration's
+``transport_ns`` (sockets, event loop, framing), charged with its first request. With
+``sim: {latency: calibrated}`` the clients share one more CPU, the load generator's
+process, where each round trip costs the calibration's ``client`` time.
+
 A paused node's cores stop with it: a request that finishes its service during a pause
 resumes, and releases its core, only when the pause ends (the driver's gate in
 ``models.world``). A crash frees every core; the next incarnation starts with a fresh CPU.
@@ -40,12 +45,13 @@ class NodeCpu:
         self.busy_ns = 0  # service time handed out, for utilisation
         self.served = 0
 
-    async def serve(self, kind: str, nbytes: int = 0) -> None:
-        """Queue for a core, hold it for ``kind``'s service time, release it."""
+    async def serve(self, kind: str, nbytes: int = 0, extra_ns: int = 0) -> None:
+        """Queue for a core, hold it for ``kind``'s service time (plus ``extra_ns``: the
+        transport's share of a request), release it."""
         service = self.model.for_kind(kind)
-        if service is None:
+        ns = extra_ns if service is None else service.sample_ns(self.rng, nbytes) + extra_ns
+        if not ns:
             return
-        ns = service.sample_ns(self.rng, nbytes)
         if self.free:
             self.free -= 1
         else:
@@ -62,8 +68,7 @@ class NodeCpu:
         self.busy_ns += ns
         self.served += 1
         try:
-            if ns:
-                await Await(self.env.timeout(ns))
+            await Await(self.env.timeout(ns))
         finally:
             self._release()
 

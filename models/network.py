@@ -268,7 +268,7 @@ class SimNetPort:
         cpu = self.rt.cpu
         try:
             if cpu is not None and not self.streams.accepts(payload):  # a stream charges per request
-                await cpu.serve(message_kind(payload), message_bytes(payload))
+                await cpu.serve(message_kind(payload), message_bytes(payload), round(cpu.model.transport_ns))
             reply, status = await handler(source, payload), "ok"
         except Exception as e:  # the caller gets the error; the node goes on
             reply, status = e, "err"
@@ -279,6 +279,9 @@ class SimNetPort:
         if peer not in self.network.world.nodes:
             raise Unreachable(f"{self.rt.node}: no node called {peer!r}")
         network = self.network
+        world = network.world
+        if world.client_cpu is not None and self.rt.node not in world.server_names and self.rt.node != "control":
+            await world.client_cpu.serve("client")  # the load generator's process: a round trip's client work
         request_id = next(network._ids)
         reply = self.rt.env.event()
         self.pending[request_id] = reply

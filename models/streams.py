@@ -105,11 +105,12 @@ class SimListeners:
         conn.feed(message.data)
         cpu = self.rt.cpu
         nbytes = len(message.data)  # charged to the first request the bytes complete
+        transport = round(cpu.model.transport_ns) if cpu is not None else 0  # ... with the chunk's transport
         try:
             while not accepted.closed and (request := conn.next_request()) is not None:
                 if cpu is not None:
-                    await cpu.serve(request_kind(conn, request), nbytes)
-                    nbytes = 0
+                    await cpu.serve(request_kind(conn, request), nbytes, transport)
+                    nbytes = transport = 0
                 if not await conn.handle(request, send):
                     self._close(key)
         except ProtocolDrop as e:

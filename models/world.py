@@ -376,6 +376,8 @@ class SimWorld:
         self.disk_random = random.Random(f"{seed}:disk")
         self.net = SimNetwork(self, random.Random(f"{seed}:net"), self.config)
         self.nodes: dict[str, SimNode] = {}
+        self.server_names: set[str] = set()  # nodes started as a design's servers; the rest are clients
+        self.client_cpu: NodeCpu | None = None  # the load generator's process (latency: calibrated)
 
     def node(self, name: str) -> SimRuntime:
         """The current incarnation of node ``name``, created on first use."""
@@ -395,11 +397,15 @@ class SimWorld:
         names a calibration or none) and its boot, on a simulated node."""
         config = self.config
         service = (config.service or design.service_model()) if config.cpu else None
+        self.server_names.add(node)
         if config.latency_calibrated:
             if service is None or not service.network:
                 raise ValueError(f"latency: calibrated needs a calibration with a network latency; "
                                  f"{design.name} has {'none' if service is None else 'none in ' + service.source}")
             self.net.latency = LatencyModel.from_spec(dict(service.network))
+            if service.client is not None and self.client_cpu is None:
+                self.client_cpu = NodeCpu(self.env, 1, ServiceModel.uniform(service.client, service.source),
+                                          random.Random(f"{self.seed}:cpu:clients"))
         if service is not None and node in design.cpu_nodes:
             self.node(node)
             self.nodes[node].install_cpu(service, config.cores or service.cores)

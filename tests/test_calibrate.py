@@ -50,9 +50,9 @@ def _sim_kinds(backend: str, cycles: int, monkeypatch) -> set[str]:
     seen: set[str] = set()
     serve = NodeCpu.serve
 
-    async def observed(self, kind, nbytes=0):
+    async def observed(self, kind, nbytes=0, extra_ns=0):
         seen.add(kind)
-        return await serve(self, kind, nbytes)
+        return await serve(self, kind, nbytes, extra_ns)
 
     monkeypatch.setattr(NodeCpu, "serve", observed)
     world = make_world("sim", 1)
@@ -125,3 +125,17 @@ def test_committed_calibrations_load_and_name_their_date_and_machine(design):
     assert model.kinds and all(st.scale_ns > 0 for st in model.kinds.values())
     assert model.network is not None and model.network["ms"] > 0
     assert '"backends/*/calibration.yaml"' in (ROOT / "pyproject.toml").read_text()  # shipped with the package
+
+
+def test_a_server_process_splits_the_round_trip_into_client_server_and_network():
+    """Against Kestrel's own server process: its CPU per request beyond the handler's is the
+    transport, this process's CPU per round trip the client's, and what is left the wire's."""
+    calibration = calibrate("kestrel", 30, progress=False)
+    probe = calibration.measured["network_probe"]
+    model = calibration.model()
+    assert model.transport_ns > 0 and model.client is not None and model.client.scale_ns > 0
+    server_us = probe["server_process_cpu_us_per_round_trip"]
+    assert server_us == pytest.approx((model.transport_ns + probe["service_us_subtracted"] * 1e3) / 1e3, abs=0.02)
+    # the parts add up to no more than the round trip (medians, so within the spread)
+    parts_us = model.client.scale_ns / 1e3 + server_us + 2 * model.network["ms"] * 1e3
+    assert parts_us < 1.5 * probe["round_trip_us_median"]

@@ -152,3 +152,23 @@ def test_calibrated_latency_needs_a_calibration_with_a_network(tmp_path):
     with_net = _workload(tmp_path, {"cores": 1, "services": {}, "network": {"dist": "constant", "ms": 0.05}},
                          sim={"latency": "calibrated"})
     assert set(_latencies_ns(_run(with_net, tmp_path, "net"), "put")) == {100_000}
+
+
+def test_every_frame_a_server_receives_costs_the_transport(tmp_path):
+    calibration = {"cores": 1, "services": {}, "transport_us": 100}
+    ideal = _run(_workload(tmp_path, calibration, consumers=0), tmp_path, "ideal")  # messages
+    assert set(_latencies_ns(ideal, "put")) == {100_000}
+    kestrel = _run(_workload(tmp_path, calibration, consumers=0), tmp_path, "kestrel", backend="kestrel")  # chunks
+    assert set(_latencies_ns(kestrel, "put")) == {100_000}
+
+
+def test_with_calibrated_latency_the_clients_share_the_load_generators_cpu(tmp_path):
+    calibration = {"cores": 1, "services": {}, "client": {"dist": "const", "us": 50},
+                   "network": {"dist": "constant", "ms": 0}}
+    one = _run(_workload(tmp_path, calibration, consumers=0, sim={"latency": "calibrated"}), tmp_path, "one")
+    assert set(_latencies_ns(one, "put")) == {50_000}
+    two = _run(_workload(tmp_path, calibration, producers=2, consumers=0, sim={"latency": "calibrated"}),
+               tmp_path, "two")
+    assert sorted(set(_latencies_ns(two, "put"))) == [50_000, 100_000]  # one core for every client
+    plain = _run(_workload(tmp_path, calibration, producers=2, consumers=0), tmp_path, "plain")
+    assert set(_latencies_ns(plain, "put")) == {0}  # a datacenter's clients are machines of their own
