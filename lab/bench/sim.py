@@ -10,7 +10,7 @@ Five measurements, repeated round-robin and reported as medians:
   speed (closed loop), which is the number that bounds scenario sizes.
 
 ``--hour`` measures something else: one simulated hour of the standard ``steady`` workload
-on Kestrel (its duration set to 3,600 s), run in a child process so that its peak resident
+on Kestrel (``hour_backend``; its duration set to 3,600 s), run in a child process so that its peak resident
 memory is the run's own; it reports the wall seconds and that peak.
 """
 
@@ -148,7 +148,14 @@ def bench_sim(scale: float = 1.0, repeats: int = 5, echo: Callable[[str], None] 
 
 
 HOUR_WORKLOAD = "steady"
-HOUR_BACKEND = "kestrel"
+
+
+def hour_backend() -> str:
+    """The design ``--hour`` runs by default: the first one registered after the control
+    (``lab.backends.REGISTRY`` is the one place a design is named)."""
+    from lab.backends import CONTROL, REGISTRY
+
+    return next(name for name in REGISTRY if name != CONTROL)
 
 
 def hour_child(seconds: float, backend: str, out: str) -> dict[str, Any]:
@@ -169,9 +176,11 @@ def hour_child(seconds: float, backend: str, out: str) -> dict[str, Any]:
             "parquet_bytes": (result.run_dir / "samples.parquet").stat().st_size}
 
 
-def bench_hour(seconds: float = 3600.0, backend: str = HOUR_BACKEND,
+def bench_hour(seconds: float = 3600.0, backend: str | None = None,
                echo: Callable[[str], None] = print) -> dict[str, Any]:
-    """One simulated hour (``seconds``) of ``steady`` on ``backend`` in a child process."""
+    """One simulated hour (``seconds``) of ``steady`` on ``backend`` (default ``hour_backend()``)
+    in a child process."""
+    backend = backend or hour_backend()
     with tempfile.TemporaryDirectory() as out:
         code = ("import json, sys; from lab.bench.sim import hour_child; "
                 f"print(json.dumps(hour_child({seconds!r}, {backend!r}, sys.argv[1])))")
@@ -191,10 +200,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="work per case, relative (default 1.0)")
     parser.add_argument("--repeats", type=int, default=5, help="runs per case; the median is quoted (default 5)")
     parser.add_argument("--hour", action="store_true",
-                        help=f"instead: one simulated hour of {HOUR_WORKLOAD} on {HOUR_BACKEND} in a child process "
+                        help=f"instead: one simulated hour of {HOUR_WORKLOAD} on {hour_backend()} in a child process "
                              "(wall seconds, peak RSS)")
     parser.add_argument("--seconds", type=float, default=3600.0,
                         help="with --hour: the simulated seconds of the load (default 3600)")
+    parser.add_argument("--backend", help=f"with --hour: the design (default {hour_backend()})")
     parser.add_argument("--out", type=Path, help="JSON file (default: results/bench/sim-<time>.json)")
 
 
@@ -203,8 +213,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.hour:
         if not args.seconds > 0:
             raise ValueError("--seconds must be > 0")
-        print(f"sim world: {args.seconds:g} simulated s of {HOUR_WORKLOAD} on {HOUR_BACKEND} (a child process):")
-        return {"hour": bench_hour(args.seconds)}
+        backend = args.backend or hour_backend()
+        print(f"sim world: {args.seconds:g} simulated s of {HOUR_WORKLOAD} on {backend} (a child process):")
+        return {"hour": bench_hour(args.seconds, backend)}
     if args.repeats < 1:
         raise ValueError("--repeats must be >= 1")
     if not args.scale > 0:
