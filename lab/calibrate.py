@@ -120,8 +120,8 @@ class Calibration:
             lines.append(f"server transport: {self.transport_ns / 1e3:.1f} µs per request; load generator: "
                          f"{self.client.scale_ns / 1e3 if self.client else 0:.1f} µs per round trip (median)")
         if self.network is not None:
-            lines.append(f"network one-way: lognormal, median {self.network['ms'] * 1e3:.1f} µs, "
-                         f"sigma {self.network['sigma']:.2f} ({self.measured.get('network_probe', {}).get('probe')})")
+            lines.append(f"network one-way: {self.network['ms'] * 1e3:.1f} µs "
+                         f"({self.measured.get('network_probe', {}).get('probe')})")
         else:
             lines.append("network one-way: not measured")
         return "\n".join(lines)
@@ -187,12 +187,15 @@ def fit(samples: list[Sample], phases: tuple[str, str], warmup: str = "warmup") 
 
 
 def fit_network(round_trips_ns: list[int], service_ns: float, client_ns: list[int] | None = None) -> dict[str, Any]:
-    """The one-way latency: half of each round trip less the server's CPU time (``service_ns``)
-    and the client's (``client_ns``, per round trip), as a lognormal (ms)."""
+    """The one-way latency: half of what is left of a round trip once the server's CPU time
+    (``service_ns``) and the client's (``client_ns``, per round trip) are taken away, as a
+    constant (ms). What is left is the kernel's loopback, a few microseconds: smaller than
+    the spread of the CPU times around it, so a spread of its own cannot be told apart from
+    theirs (fitted per sample, it came out as a lognormal of sigma near 2, a long tail that
+    is not there); the round trip's spread is the client's and the server's."""
     clients = client_ns or [0] * len(round_trips_ns)
-    one_way = [max(1000.0, (rtt - service_ns - own) / 2) for rtt, own in zip(round_trips_ns, clients)]
-    return {"dist": "lognormal", "ms": round(statistics.median(one_way) / 1e6, 5),
-            "sigma": round(_sigma_of([math.log(v) for v in one_way]), 4)}
+    left = statistics.median(rtt - own for rtt, own in zip(round_trips_ns, clients)) - service_ns
+    return {"dist": "constant", "ms": round(max(1000.0, left / 2) / 1e6, 5)}
 
 
 # ---------------------------------------------------------------------------- the drive

@@ -36,7 +36,7 @@ def test_ideal_calibration_writes_a_file_the_sim_world_loads(tmp_path):
     assert {"Put", "Get", "Ack"} <= set(model.kinds)
     assert all(st.scale_ns > 0 and st.mean_ns > 0 for st in model.kinds.values())
     assert model.kinds["Put"].dist == "lognormal"  # enough puts for a lognormal
-    assert model.network is not None and model.network["dist"] == "lognormal" and model.network["ms"] > 0
+    assert model.network is not None and model.network["dist"] == "constant" and model.network["ms"] > 0
     measured = model.measured
     assert measured["sizes"] == list(SIZES) and measured["requests_per_kind"]["Put"] == 2 * 2 * 20  # two puts a cycle
     assert measured["machine"]["cpus"] >= 1 and measured["python"] and measured["lab"]
