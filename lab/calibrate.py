@@ -27,6 +27,7 @@ What it may touch: temporary folders and loopback ports; the file it is told to 
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import math
 import os
@@ -56,6 +57,7 @@ FLOOR_NS = 100  # no request costs less than this once its per-byte part is take
 QUEUE = "calibrate"
 PROBE_PATH = "/lab-calibrate/probe"  # served by no route of any design
 PROBE_TIMEOUT = 5.0
+CONCURRENCY = 8  # probes at once for the CPU a round trip costs under load
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,8 @@ class Calibration:
             lines.append(f"server transport: {self.transport_ns / 1e3:.1f} µs per request; load generator: "
                          f"{self.client.scale_ns / 1e3 if self.client else 0:.1f} µs per round trip (median)")
         if self.network is not None:
-            lines.append(f"network one-way: {self.network['ms'] * 1e3:.1f} µs "
+            shape = f", sigma {self.network['sigma']:.2f}" if "sigma" in self.network else ""
+            lines.append(f"network one-way: {self.network['dist']}, median {self.network['ms'] * 1e3:.1f} µs{shape} "
                          f"({self.measured.get('network_probe', {}).get('probe')})")
         else:
             lines.append("network one-way: not measured")
@@ -186,16 +189,18 @@ def fit(samples: list[Sample], phases: tuple[str, str], warmup: str = "warmup") 
     return dict(sorted(fits.items()))
 
 
-def fit_network(round_trips_ns: list[int], service_ns: float, client_ns: list[int] | None = None) -> dict[str, Any]:
-    """The one-way latency: half of what is left of a round trip once the server's CPU time
-    (``service_ns``) and the client's (``client_ns``, per round trip) are taken away, as a
-    constant (ms). What is left is the kernel's loopback, a few microseconds: smaller than
-    the spread of the CPU times around it, so a spread of its own cannot be told apart from
-    theirs (fitted per sample, it came out as a lognormal of sigma near 2, a long tail that
-    is not there); the round trip's spread is the client's and the server's."""
-    clients = client_ns or [0] * len(round_trips_ns)
-    left = statistics.median(rtt - own for rtt, own in zip(round_trips_ns, clients)) - service_ns
-    return {"dist": "constant", "ms": round(max(1000.0, left / 2) / 1e6, 5)}
+def fit_network(round_trips_ns: list[int], cpu_ns: float) -> dict[str, Any]:
+    """The one-way latency: half of what is left of each round trip once the CPU a round
+    trip costs (``cpu_ns``: client and server, under load) is taken away — the wire, and the
+    wake-ups of idle event loops — as a lognormal (ms) fitted to the median and the 99th
+    percentile, the two figures a sim is held to; where nothing is left, a constant 1 µs."""
+    left = sorted(max(1000.0, (rtt - cpu_ns) / 2) for rtt in round_trips_ns)
+    median = statistics.median(left)
+    p99 = left[min(len(left) - 1, round(0.99 * (len(left) - 1)))]
+    if median <= 1000.0:
+        return {"dist": "constant", "ms": 0.001}
+    sigma = max(0.0, math.log(p99 / median) / 2.3263)  # z of the 99th percentile
+    return {"dist": "lognormal", "ms": round(median / 1e6, 5), "sigma": round(sigma, 4)}
 
 
 # ---------------------------------------------------------------------------- the drive
@@ -330,9 +335,10 @@ async def _in_process(cls: type[Backend], options: Mapping[str, Any] | None, req
 
 @dataclass
 class _Loopback:
-    round_trips: list[int]  # ns, each probe's
-    client_cpu: list[int]  # ns of this process's CPU in each probe (client code and link proxies)
-    server_cpu: float | None  # ns of the probed server process's CPU per probe (None: in this process)
+    round_trips: list[int]  # ns, each probe's, one at a time
+    client_cpu: list[int]  # ns of this process's CPU in each of them (client code and link proxies)
+    client_loaded: float  # ns of this process's CPU per round trip with CONCURRENCY probes at once
+    server_loaded: float | None  # ns of the probed server process's CPU per round trip, likewise (None: in this process)
 
 
 def process_cpu_ns(pid: int) -> int | None:
@@ -349,44 +355,63 @@ def process_cpu_ns(pid: int) -> int | None:
 
 def _loopback(cls: type[Backend], options: Mapping[str, Any] | None, probe_name: str, requests: int,
               tick: Callable[[], None], seed: int) -> _Loopback:
-    """The probe request against the design's live servers over loopback TCP: each round
-    trip, this process's CPU in it, and the probed server process's CPU per round trip."""
+    """The probe request against the design's live servers over loopback TCP: ``requests``
+    round trips one at a time (each one's time and this process's CPU in it), then as many
+    from ``CONCURRENCY`` probes at once (this process's and the server's CPU per round trip).
+
+    Why both: one request at a time, every round trip pays for waking each event loop up;
+    under load a wake-up serves several requests, so the CPU a request costs — what bounds
+    throughput — is the loaded figure, and the rest of an idle round trip is latency."""
     from lab.live.world import LiveWorld
 
     world = LiveWorld(seed)
     design = cls(world, options)
 
-    async def main(control: Any) -> list[int]:
+    async def main(control: Any) -> _Loopback:
         await design.start()
-        probe = None
-        try:
-            client = design.client(control, False)
+        probes: list[Any] = []
+
+        async def new_probe():
             if probe_name == "get":
+                client = design.client(control, False)
                 await client.put(QUEUE, b"probe")  # the queue exists (and the client has its account)
                 await _take(client, QUEUE)
-                probe = _get_probe(client)
+                probes.append(_get_probe(client))
             else:
-                await client.close()
-                probe = _http_probe(control, design.cpu_nodes[0])
+                probes.append(_http_probe(control, design.cpu_nodes[0]))
+            return probes[-1]
+
+        try:
+            probe = await new_probe()
             server = world.processes.get(design.cpu_nodes[0])
             pid = server.pid if server is not None else None
             round_trips, client_cpu = [], []
-            server_before = None
             for i in range(WARMUP + requests):
-                if i == WARMUP and pid is not None:
-                    server_before = process_cpu_ns(pid)
                 t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
                 await probe()
                 if i >= WARMUP:
                     client_cpu.append(time.thread_time_ns() - c0)
                     round_trips.append(time.perf_counter_ns() - t0)
                 tick()
+            loaded = [probe] + [await new_probe() for _ in range(CONCURRENCY - 1)]
+            each = max(1, requests // CONCURRENCY)
+
+            async def drive(one) -> None:
+                for _ in range(each):
+                    await one()
+                    tick()
+
+            server_before = process_cpu_ns(pid) if pid is not None else None
+            c0 = time.thread_time_ns()
+            await asyncio.gather(*(drive(one) for one in loaded))
+            client_loaded = (time.thread_time_ns() - c0) / (each * CONCURRENCY)
             server_after = process_cpu_ns(pid) if server_before is not None else None
-            per_probe = (server_after - server_before) / requests if server_after is not None else None
-            return _Loopback(round_trips, client_cpu, per_probe)
+            server_loaded = ((server_after - server_before) / (each * CONCURRENCY)
+                             if server_after is not None else None)
+            return _Loopback(round_trips, client_cpu, client_loaded, server_loaded)
         finally:
-            if probe is not None:
-                await probe.close()
+            for one in probes:
+                await one.close()
             await design.stop()
 
     return world.run(main)
@@ -413,7 +438,7 @@ def calibrate(backend: str, requests: int = DEFAULT_REQUESTS, *, options: Mappin
     cls = backend_class(backend)
     load_before = _load_average()
     live = loopback and "live" in cls.worlds
-    total = WARMUP + len(SIZES) * requests + requests + ((WARMUP + requests) if live else 0)
+    total = WARMUP + len(SIZES) * requests + requests + ((WARMUP + 2 * requests) if live else 0)
     started = time.monotonic()
     with tqdm(total=total, unit="op", desc=f"calibrate {backend}", disable=not progress, dynamic_ncols=True,
               leave=False) as bar:
@@ -425,15 +450,16 @@ def calibrate(backend: str, requests: int = DEFAULT_REQUESTS, *, options: Mappin
         if live:
             loop = _loopback(cls, options, result.probe, requests, tick, seed)
             round_trips = loop.round_trips
-            if loop.server_cpu is None:  # the server ran in this process: its CPU is in the client's
-                own = [max(0, c - round(result.probe_service_ns)) for c in loop.client_cpu]
-                server_ns = result.probe_service_ns
+            service = result.probe_service_ns
+            if loop.server_loaded is None:  # the server ran in this process: its CPU is in the client's
+                client_ns, server_ns = max(FLOOR_NS, loop.client_loaded - service), service
             else:
-                own = loop.client_cpu
-                server_ns = max(loop.server_cpu, result.probe_service_ns)
-                transport_ns = server_ns - result.probe_service_ns
-            client = _lognormal([float(max(FLOOR_NS, c)) for c in own])
-            network = fit_network(round_trips, server_ns, own)
+                client_ns, server_ns = max(FLOOR_NS, loop.client_loaded), max(loop.server_loaded, service)
+                transport_ns = server_ns - service
+            # the loaded CPU per round trip, with the spread of the one-at-a-time ones
+            client = ServiceTime("lognormal", client_ns,
+                                 _sigma_of([math.log(max(FLOOR_NS, c)) for c in loop.client_cpu]))
+            network = fit_network(round_trips, server_ns + client_ns)
     found = versions()
     measured: dict[str, Any] = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -455,6 +481,9 @@ def calibrate(backend: str, requests: int = DEFAULT_REQUESTS, *, options: Mappin
             "kind": result.probe_kind, "round_trips": len(round_trips),
             "round_trip_us_median": round(statistics.median(round_trips) / 1e3, 2),
             "service_us_subtracted": round(result.probe_service_ns / 1e3, 2),
-            "server_process_cpu_us_per_round_trip": (round((transport_ns + result.probe_service_ns) / 1e3, 2)
-                                                     if transport_ns else None)}
+            "concurrency": CONCURRENCY,
+            "client_cpu_us_per_round_trip": {"one_at_a_time": round(statistics.median(loop.client_cpu) / 1e3, 2),
+                                             "loaded": round(loop.client_loaded / 1e3, 2)},
+            "server_process_cpu_us_per_round_trip": (round(loop.server_loaded / 1e3, 2)
+                                                     if loop.server_loaded is not None else None)}
     return Calibration(backend, fits, network, measured, transport_ns, client)

@@ -279,9 +279,6 @@ class SimNetPort:
         if peer not in self.network.world.nodes:
             raise Unreachable(f"{self.rt.node}: no node called {peer!r}")
         network = self.network
-        world = network.world
-        if world.client_cpu is not None and self.rt.node not in world.server_names and self.rt.node != "control":
-            await world.client_cpu.serve("client")  # the load generator's process: a round trip's client work
         request_id = next(network._ids)
         reply = self.rt.env.event()
         self.pending[request_id] = reply
@@ -293,6 +290,11 @@ class SimNetPort:
             del self.pending[request_id]
         if answer is None:
             raise CallTimeout(f"no reply from {peer!r} within {timeout:g} s")
+        world = network.world
+        if world.client_cpu is not None and self.rt.node not in world.server_names and self.rt.node != "control":
+            # the load generator's process: a round trip's client work, charged when the reply
+            # comes (its parsing and the caller's wake-up), where replies that arrive together queue
+            await world.client_cpu.serve("client")
         status, payload = answer
         if status == "err":
             raise RemoteError(payload)
