@@ -31,7 +31,7 @@ from lab.runtime import Boot, Cancelled, NodeDown
 from lab.worlds import as_coroutine, node_random
 from lab.service import ServiceModel
 from models.awaitables import NS, Await, to_ns
-from models.cpu import NodeCpu
+from models.cpu import Cores, NodeCpu
 from models.disk import DiskModel, SimDisk, SimDiskStore
 from models.network import LatencyModel, SimNetwork, SimNetPort
 
@@ -200,7 +200,7 @@ class SimRuntime:
         if node.service is None:
             return None
         rng = random.Random(f"{self.world.seed}:cpu:{node.name}:{node.incarnation}")
-        return NodeCpu(self.env, node.cores, node.service, rng)
+        return NodeCpu(self.env, node.cores, node.service, rng, self.world.host_cores)
 
     # clock
     def now(self) -> float:
@@ -378,6 +378,7 @@ class SimWorld:
         self.nodes: dict[str, SimNode] = {}
         self.server_names: set[str] = set()  # nodes started as a design's servers; the rest are clients
         self.client_cpu: NodeCpu | None = None  # the load generator's process (latency: calibrated)
+        self.host_cores: Cores | None = None  # the one machine's cores (latency: calibrated)
 
     def node(self, name: str) -> SimRuntime:
         """The current incarnation of node ``name``, created on first use."""
@@ -403,9 +404,12 @@ class SimWorld:
                 raise ValueError(f"latency: calibrated needs a calibration with a network latency; "
                                  f"{design.name} has {'none' if service is None else 'none in ' + service.source}")
             self.net.latency = LatencyModel.from_spec(dict(service.network))
+            if self.host_cores is None:
+                cpus = (service.measured.get("machine") or {}).get("cpus")
+                self.host_cores = Cores(self.env, cpus if isinstance(cpus, int) and cpus > 0 else 1)
             if service.client is not None and self.client_cpu is None:
                 self.client_cpu = NodeCpu(self.env, 1, ServiceModel.uniform(service.client, service.source),
-                                          random.Random(f"{self.seed}:cpu:clients"))
+                                          random.Random(f"{self.seed}:cpu:clients"), self.host_cores)
         if service is not None and node in design.cpu_nodes:
             self.node(node)
             self.nodes[node].install_cpu(service, config.cores or service.cores)

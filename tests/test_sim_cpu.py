@@ -172,3 +172,18 @@ def test_with_calibrated_latency_the_clients_share_the_load_generators_cpu(tmp_p
     assert sorted(set(_latencies_ns(two, "put"))) == [50_000, 100_000]  # one core for every client
     plain = _run(_workload(tmp_path, calibration, producers=2, consumers=0), tmp_path, "plain")
     assert set(_latencies_ns(plain, "put")) == {0}  # a datacenter's clients are machines of their own
+
+
+@pytest.mark.parametrize("cpus, per_put_us", [(1, 150), (2, 100)])
+def test_with_calibrated_latency_every_process_shares_the_machines_cores(tmp_path, cpus, per_put_us):
+    """A put costs the server 100 µs and the load generator 50 µs: on one core they take
+    turns (150 µs a put), on two they overlap and the server is the bottleneck (100 µs)."""
+    calibration = {"cores": 1, "services": {"Put": {"dist": "const", "us": 100}}, "client": {"dist": "const", "us": 50},
+                   "network": {"dist": "constant", "ms": 0}, "measured": {"machine": {"cpus": cpus}}}
+    result = _run(_workload(tmp_path, calibration, producers=4, consumers=0, messages=2000,
+                            sim={"latency": "calibrated"}), tmp_path)
+    table = read_samples(result.samples_path)
+    puts = table.filter(pc.equal(table["op"], "put"))
+    starts, ends = puts["t_start_ns"].to_numpy(), puts["t_start_ns"].to_numpy() + puts["latency_ns"].to_numpy()
+    per_put_ns = (ends.max() - starts.min()) / puts.num_rows
+    assert per_put_ns == pytest.approx(per_put_us * 1000, rel=0.02)
