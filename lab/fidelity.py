@@ -105,6 +105,8 @@ def fidelity(backend: str, workload: Workload, calibration: str | None = None,
         raise ValueError(f"{backend} has no committed calibration: run `lab calibrate {backend}` first")
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     directory = Path(out) if out is not None else runs_dir() / f"fidelity-{backend}-{workload.name}-{stamp}"
+    if directory.exists() and any(directory.iterdir()):
+        raise ValueError(f"{directory}: not empty (give --out a new folder)")
     directory.mkdir(parents=True, exist_ok=True)
 
     def both(load: Workload, name: str) -> tuple[RunResult, RunResult]:

@@ -50,6 +50,15 @@ def test_fidelity_runs_both_worlds_and_holds_each_row_to_the_goal(tmp_path, cali
     assert "saturation" in text and "tiny" in text and ("✓" in text or "✗" in text)
 
 
+def test_fidelity_refuses_a_folder_that_is_not_empty_before_it_runs_anything(tmp_path, calibration):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "notes.txt").write_text("mine")
+    workload = parse_workload({"name": "tiny", "duration": 0.2}, "<test>")
+    with pytest.raises(ValueError, match="not empty"):
+        fidelity("ideal", workload, str(calibration), out=tmp_path / "out", progress=False)
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["notes.txt"]
+
+
 def test_fidelity_refuses_a_workload_with_faults(tmp_path, calibration):
     workload = parse_workload({"name": "f", "duration": 1, "faults": [{"fault": "pause", "at": 0.1, "duration": 0.1}]},
                               "<test>")
