@@ -58,6 +58,7 @@ QUEUE = "calibrate"
 PROBE_PATH = "/lab-calibrate/probe"  # served by no route of any design
 PROBE_TIMEOUT = 5.0
 CONCURRENCY = 8  # probes at once for the CPU a round trip costs under load
+FSYNCS = 200  # fsyncs timed for the machine's disk
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class Calibration:
     measured: dict[str, Any] = field(default_factory=dict)
     transport_ns: float = 0.0  # the server process's CPU per round trip beyond the handler's
     client: ServiceTime | None = None  # the load generator's CPU per round trip
+    fsync: dict[str, Any] | None = None  # the machine's fsync latency
 
     def model(self, source: str = "<lab calibrate>") -> ServiceModel:
         return ServiceModel.from_dict(self.to_dict(), source)
@@ -92,6 +94,8 @@ class Calibration:
             out["client"] = self.client.to_dict()
         if self.network is not None:
             out["network"] = self.network
+        if self.fsync is not None:
+            out["fsync"] = self.fsync
         return out
 
     def write(self, path: str | Path) -> None:
@@ -101,8 +105,9 @@ class Calibration:
                   "# it, measured in process: a lognormal (median us, sigma) or a const, plus per_byte_ns per\n"
                   "# request byte; n requests measured. transport_us: the live server's CPU per request\n"
                   "# beyond its handler's (sockets, event loop). client: the load generator's CPU per round\n"
-                  "# trip. network: the protocol's loopback one-way latency, less both. client and network\n"
-                  "# are used where a workload says sim: {latency: calibrated}. Measure again: lab calibrate "
+                  "# trip. network: the protocol's loopback one-way latency, less both. fsync: the machine's.\n"
+                  "# client, network and fsync are used where a workload says sim: {latency: calibrated}.\n"
+                  "# Measure again: lab calibrate "
                   f"{self.design} --out FILE\n")
         text = yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True)
         self.model(str(path))  # refuse to write what would not load
@@ -121,6 +126,8 @@ class Calibration:
         if self.transport_ns or self.client is not None:
             lines.append(f"server transport: {self.transport_ns / 1e3:.1f} µs per request; load generator: "
                          f"{self.client.scale_ns / 1e3 if self.client else 0:.1f} µs per round trip (median)")
+        if self.fsync is not None:
+            lines.append(f"fsync: lognormal, median {self.fsync['ms'] * 1e3:.0f} µs, sigma {self.fsync['sigma']:.2f}")
         if self.network is not None:
             shape = f", sigma {self.network['sigma']:.2f}" if "sigma" in self.network else ""
             lines.append(f"network one-way: {self.network['dist']}, median {self.network['ms'] * 1e3:.1f} µs{shape} "
@@ -417,6 +424,27 @@ def _loopback(cls: type[Backend], options: Mapping[str, Any] | None, probe_name:
     return world.run(main)
 
 
+def measure_fsync(count: int = FSYNCS) -> dict[str, Any]:
+    """The machine's fsync latency where the live world keeps its servers' files (the
+    temporary folder): ``count`` appends of a 4 KiB page, each fsynced, as a lognormal (ms)
+    fitted to the median and the 99th percentile."""
+    import tempfile
+
+    times = []
+    with tempfile.TemporaryDirectory(prefix="queue-lab-fsync-") as folder:
+        with open(Path(folder) / "probe", "ab") as file:
+            page = b"\0" * 4096
+            for _ in range(count):
+                file.write(page)
+                file.flush()
+                t0 = time.perf_counter_ns()
+                os.fsync(file.fileno())
+                times.append(time.perf_counter_ns() - t0)
+    times.sort()
+    median, p99 = statistics.median(times), times[min(len(times) - 1, round(0.99 * (len(times) - 1)))]
+    return {"dist": "lognormal", "ms": round(median / 1e6, 5), "sigma": round(math.log(p99 / median) / 2.3263, 4)}
+
+
 def _load_average() -> float | None:
     """The machine's one-minute load average, where the OS tells it."""
     try:
@@ -486,4 +514,5 @@ def calibrate(backend: str, requests: int = DEFAULT_REQUESTS, *, options: Mappin
                                              "loaded": round(loop.client_loaded / 1e3, 2)},
             "server_process_cpu_us_per_round_trip": (round(loop.server_loaded / 1e3, 2)
                                                      if loop.server_loaded is not None else None)}
-    return Calibration(backend, fits, network, measured, transport_ns, client)
+    fsync = measure_fsync() if live else None
+    return Calibration(backend, fits, network, measured, transport_ns, client, fsync)

@@ -151,6 +151,9 @@ class ServiceModel:
     #: proxies), one core shared by every client; used with ``sim: {latency: calibrated}``,
     #: where the sim stands for this machine's loopback set-up
     client: ServiceTime | None = None
+    #: the machine's fsync latency, as ``LatencyModel`` fields (``sim: {latency: calibrated}``
+    #: uses it too, unless the workload gives its own ``fsync``)
+    fsync: Mapping[str, Any] | None = None
     #: where, when and how it was measured, for people
     measured: Mapping[str, Any] = field(default_factory=dict)
     source: str = "<service model>"
@@ -178,7 +181,8 @@ class ServiceModel:
     def from_dict(cls, data: Any, source: str) -> "ServiceModel":
         if not isinstance(data, Mapping):
             raise ServiceModelError(f"{source}: a calibration file is a mapping with 'services'")
-        unknown = set(data) - {"design", "measured", "cores", "services", "default", "network", "transport_us", "client"}
+        unknown = set(data) - {"design", "measured", "cores", "services", "default", "network", "transport_us", "client",
+                          "fsync"}
         if unknown:
             raise ServiceModelError(f"{source}: unknown field(s) {', '.join(sorted(map(str, unknown)))}")
         services = data.get("services") or {}
@@ -197,10 +201,14 @@ class ServiceModel:
                 or transport < 0:
             raise ServiceModelError(f"{source}: transport_us must be a number of microseconds >= 0, got {transport!r}")
         client = data.get("client")
+        fsync = data.get("fsync")
+        if fsync is not None and not isinstance(fsync, Mapping):
+            raise ServiceModelError(f"{source}: fsync is a latency mapping like {{dist: lognormal, ms: 0.5, sigma: 0.3}}")
         return cls(kinds, None if default is None else ServiceTime.from_dict(default, f"{source}: default"),
                    cores=cores, network=dict(network) if network else None, measured=dict(data.get("measured") or {}),
                    source=source, transport_ns=float(transport) * 1e3,
-                   client=None if client is None else ServiceTime.from_dict(client, f"{source}: client"))
+                   client=None if client is None else ServiceTime.from_dict(client, f"{source}: client"),
+                   fsync=dict(fsync) if fsync else None)
 
     def to_dict(self, design: str) -> dict[str, Any]:
         out: dict[str, Any] = {"design": design, "measured": dict(self.measured), "cores": self.cores}
@@ -213,6 +221,8 @@ class ServiceModel:
             out["client"] = self.client.to_dict()
         if self.network:
             out["network"] = dict(self.network)
+        if self.fsync:
+            out["fsync"] = dict(self.fsync)
         return out
 
     def dump(self, path: str | Path, design: str, header: str = "") -> None:

@@ -291,7 +291,11 @@ class SimNetPort:
         if answer is None:
             raise CallTimeout(f"no reply from {peer!r} within {timeout:g} s")
         world = network.world
-        if world.client_cpu is not None and self.rt.node not in world.server_names and self.rt.node != "control":
+        cpu = self.rt.cpu
+        if cpu is not None:  # a server node's call to a peer: the reply is a frame it receives
+            if cpu.model.transport_ns:
+                await cpu.serve("reply", 0, round(cpu.model.transport_ns))
+        elif world.client_cpu is not None and self.rt.node not in world.server_names and self.rt.node != "control":
             # the load generator's process: a round trip's client work, charged when the reply
             # comes (its parsing and the caller's wake-up), where replies that arrive together queue
             await world.client_cpu.serve("client")

@@ -110,7 +110,8 @@ class SimConfig:
     cpu: bool = True
     service: ServiceModel | None = None
     cores: int | None = None  # cores per server node (None: the calibration's)
-    latency_calibrated: bool = False  # links take the calibration's loopback latency
+    latency_calibrated: bool = False  # links take the calibration's loopback latency (and its fsync)
+    fsync_given: bool = False  # the workload set the fsync latency itself
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any]) -> "SimConfig":
@@ -136,6 +137,7 @@ class SimConfig:
                 raise ValueError(f"calibration must be a calibration file or none, got {calibration!r}")
         if "fsync" in spec:
             config.disk = DiskModel(fsync=LatencyModel.from_spec(_mapping(spec["fsync"], "fsync")))
+            config.fsync_given = True
         if "loss" in spec:
             loss = spec["loss"]
             if isinstance(loss, bool) or not isinstance(loss, (int, float)) or not 0 <= loss < 1:
@@ -404,6 +406,10 @@ class SimWorld:
                 raise ValueError(f"latency: calibrated needs a calibration with a network latency; "
                                  f"{design.name} has {'none' if service is None else 'none in ' + service.source}")
             self.net.latency = LatencyModel.from_spec(dict(service.network))
+            if service.fsync and not config.fsync_given and self.host_cores is None:  # once: the machine's disk
+                config.disk = DiskModel(fsync=LatencyModel.from_spec(dict(service.fsync)))
+                for existing in self.nodes.values():
+                    existing.disk.model = config.disk
             if self.host_cores is None:
                 cpus = (service.measured.get("machine") or {}).get("cpus")
                 self.host_cores = Cores(self.env, cpus if isinstance(cpus, int) and cpus > 0 else 1)

@@ -134,6 +134,7 @@ def test_a_server_process_splits_the_round_trip_into_client_server_and_network()
     probe = calibration.measured["network_probe"]
     model = calibration.model()
     assert model.transport_ns > 0 and model.client is not None and model.client.scale_ns > 0
+    assert model.fsync is not None and model.fsync["ms"] > 0  # the machine's disk, measured
     server_us = probe["server_process_cpu_us_per_round_trip"]
     assert server_us == pytest.approx((model.transport_ns + probe["service_us_subtracted"] * 1e3) / 1e3, abs=0.02)
     assert model.client.scale_ns / 1e3 == pytest.approx(probe["client_cpu_us_per_round_trip"]["loaded"], abs=0.02)

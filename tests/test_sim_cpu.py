@@ -187,3 +187,15 @@ def test_with_calibrated_latency_every_process_shares_the_machines_cores(tmp_pat
     starts, ends = puts["t_start_ns"].to_numpy(), puts["t_start_ns"].to_numpy() + puts["latency_ns"].to_numpy()
     per_put_ns = (ends.max() - starts.min()) / puts.num_rows
     assert per_put_ns == pytest.approx(per_put_us * 1000, rel=0.02)
+
+
+def test_with_calibrated_latency_the_disk_takes_the_machines_fsync(tmp_path):
+    calibration = {"cores": 1, "services": {}, "network": {"dist": "constant", "ms": 0},
+                   "fsync": {"dist": "constant", "ms": 5}}
+    workload = _workload(tmp_path, calibration, consumers=0, messages=20, sim={"latency": "calibrated"})
+    synced = _run(workload, tmp_path, "synced", backend="kestrel", options={"syncJournal": "always"})
+    assert min(_latencies_ns(synced, "put")) >= 5_000_000
+    own = _workload(tmp_path, calibration, consumers=0, messages=20,
+                    sim={"latency": "calibrated", "fsync": {"dist": "constant", "ms": 2}})
+    given = _run(own, tmp_path, "given", backend="kestrel", options={"syncJournal": "always"})
+    assert 2_000_000 <= min(_latencies_ns(given, "put")) < 5_000_000  # the workload's own fsync wins
