@@ -116,6 +116,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ramp-duration", type=float, default=3.0, help="seconds of load per ramp step and load point (default 3)")
     p.add_argument("--out", type=Path, help="output directory (default: results/runs/fidelity-<design>-<workload>-<time>)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p = sub.add_parser("report", help="runs as one self-contained HTML file: a table and latency charts")
+    p.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories (or folders of runs, "
+                   "e.g. a `lab compare` output)")
+    p.add_argument("--out", type=Path, help="the HTML file (default: results/runs/report-<time>.html)")
     p = sub.add_parser("aggregate", help="summarise the samples of runs with Spark")
     p.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories (or compare folders)")
     p.add_argument("--out", type=Path, help="output directory (default: results/summaries/<time>)")
@@ -464,6 +468,30 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from datetime import datetime, timezone
+
+    from lab.paths import runs_dir
+    from lab.report import NoRuns, find_runs, render
+
+    out = args.out
+    if out is None:
+        out = runs_dir() / f"report-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}.html"
+    elif out.is_dir():
+        raise UsageError(f"--out {out}: a folder; give a file path such as {out / 'report.html'}")
+    try:
+        page = render(find_runs(args.runs))
+    except NoRuns as e:
+        raise UsageError(str(e)) from None
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(page, encoding="utf-8")
+    except OSError as e:
+        raise UsageError(f"--out {out}: cannot write: {e.strerror or e}") from None
+    print(f"written: {out}")
+    return 0
+
+
 def _print_result(result) -> int:
     """A run's summary as `lab run` and `lab load` print it; the exit status its verdict gives."""
     from lab.summary import format_table
@@ -597,7 +625,7 @@ def _design_modules(part: str):
 COMMANDS = {"run": cmd_run, "calibrate": cmd_calibrate, "serve": cmd_serve, "backends": cmd_backends, "workloads": cmd_workloads,
             "compare": cmd_compare, "aggregate": cmd_aggregate, "bench": cmd_bench, "cluster": cmd_cluster,
             "load": cmd_load, "matrix": cmd_matrix, "swarm": cmd_swarm,
-            "fidelity": cmd_fidelity}
+            "fidelity": cmd_fidelity, "report": cmd_report}
 
 
 def _version() -> str:
