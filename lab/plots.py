@@ -6,20 +6,29 @@ decades only, each label with its unit (100 µs, 1 ms, 10 s: seconds once a valu
 1,000 ms). Every chart draws a design in the same colour and a world in the same line
 style, and says in its legend which lines lie on top of each other. Percentiles come from the log-bucket histogram
 (``lab.record.LogHistogram``), as in every table, so a chart's p50 is the table's.
+
+Besides the latency-by-percentile grid (``latency_figure``):
+
+- ``timeline_figure``: one run over time, in bins of 100 ms: ok throughput per operation
+  (puts, get deliveries) and latency p50/p99 per bin (each bin's own LogHistogram), with
+  every fault shaded and labelled (``fault_bands``; ``fault_spans`` reads them from the
+  run's fault rows).
 """
 
 from __future__ import annotations
 
 import math
 import zlib
-from typing import Mapping, Union
+from typing import Mapping, Sequence, Union
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from lab.backends import REGISTRY
-from lab.record import GAMMA, LogHistogram
+from lab.record import GAMMA, LogHistogram, ok_ops
 
 PERCENTILE_TICKS = (50, 90, 99, 99.9, 99.99)
 # p50 .. p99.99, evenly spaced on the log-percentile axis
@@ -77,8 +86,7 @@ def plot_latency_quantiles(ax, series: Mapping[tuple[str, str], Latencies], titl
     curves = {key: quantiles_ns(latencies) for key, latencies in series.items()
               if (latencies.count if isinstance(latencies, LogHistogram) else latencies.size)}
     positive = np.concatenate([c[c > 0] for c in curves.values()]) if curves else np.array([])
-    seconds = positive.size > 0 and positive.max() > 1e9  # past 1,000 ms
-    scale = 1e9 if seconds else 1e6  # lines in s or ms: what a notebook reading them gets
+    scale = _decade_axis(ax, positive)  # lines in s past 1,000 ms, else ms: what a notebook reading them gets
     labels = {}
     for (design, world), ns in curves.items():
         labels[(design, world)] = label = f"{design} ({world})"
@@ -86,13 +94,6 @@ def plot_latency_quantiles(ax, series: Mapping[tuple[str, str], Latencies], titl
                 linewidth=1.6)
     ax.set_xticks(_x(np.array(PERCENTILE_TICKS)))
     ax.set_xticklabels([f"p{p:g}" for p in PERCENTILE_TICKS])
-    ax.set_yscale("log")
-    if positive.size:  # whole decades, so there are always two labelled ticks
-        low, high = math.floor(math.log10(positive.min() / scale)), math.ceil(math.log10(positive.max() / scale))
-        ax.set_ylim(10.0**low, 10.0 ** max(high, low + 1))
-    ax.yaxis.set_major_locator(LogLocator(base=10.0, subs=(1.0,)))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: decade_label(v * scale)))
-    ax.yaxis.set_minor_formatter(NullFormatter())  # minor ticks unlabelled: their labels overlapped
     ax.set_ylabel("latency")  # each tick says its unit
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
@@ -111,6 +112,138 @@ def decade_label(ns: float) -> str:
     return f"{ns:.3g} ns"
 
 
+def _decade_axis(ax, positive_ns: np.ndarray) -> float:
+    """A log latency y axis labelled at whole decades with units; returns the scale the
+    values are drawn in (ns per unit: s past 1,000 ms, else ms)."""
+    seconds = positive_ns.size > 0 and positive_ns.max() > 1e9  # past 1,000 ms
+    scale = 1e9 if seconds else 1e6
+    ax.set_yscale("log")
+    if positive_ns.size:  # whole decades, so there are always two labelled ticks
+        low = math.floor(math.log10(positive_ns.min() / scale))
+        high = math.ceil(math.log10(positive_ns.max() / scale))
+        ax.set_ylim(10.0**low, 10.0 ** max(high, low + 1))
+    ax.yaxis.set_major_locator(LogLocator(base=10.0, subs=(1.0,)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: decade_label(v * scale)))
+    ax.yaxis.set_minor_formatter(NullFormatter())  # minor ticks unlabelled: their labels overlapped
+    return scale
+
+
+FAULT_COLOUR = "#d62728"
+
+
+def fault_bands(ax, faults: Sequence[tuple[float, float, str]], label: bool = True) -> None:
+    """Shade each fault (start, end, label) on ``ax``'s x axis; with ``label``, write the
+    label at the top of its band."""
+    for start, end, text in faults:
+        ax.axvspan(start, end, color=FAULT_COLOUR, alpha=0.15, linewidth=0, label="_fault")
+        if label and text:
+            ax.annotate(text, xy=(start, 1.0), xycoords=("data", "axes fraction"), xytext=(2, -2),
+                        textcoords="offset points", ha="left", va="top", fontsize=7, color=FAULT_COLOUR)
+
+
+def fault_spans(samples: pa.Table, t0_ns: int | None = None) -> list[tuple[float, float, str]]:
+    """The faults of a run as (start_s, end_s, label), seconds since ``t0_ns`` (default:
+    the run's first sample), from its fault rows (``lab.phases``); a fault never healed
+    ends at the run's last sample."""
+    from lab.phases import HEAL, START, fault_events
+
+    t = samples.column("t_start_ns")
+    t0 = pc.min(t).as_py() if t0_ns is None else t0_ns
+    last = pc.max(pc.add(t, samples.column("latency_ns"))).as_py()
+    starts: dict[int, object] = {}
+    spans = []
+    for event in fault_events(samples):
+        if event.event == START:
+            starts[event.number] = event
+        elif event.event == HEAL and event.number in starts:
+            begun = starts.pop(event.number)
+            spans.append(((begun.t_ns - t0) / 1e9, (event.t_ns - t0) / 1e9, begun.kind))
+    for begun in starts.values():
+        spans.append(((begun.t_ns - t0) / 1e9, (last - t0) / 1e9, begun.kind))
+    return sorted(spans)
+
+
+TIMELINE_OPS = {"put": "put", "get": "get (deliveries)"}
+
+
+def timeline_figure(samples: pa.Table, *, bin_s: float = 0.1, faults: Sequence[tuple[float, float, str]] = (),
+                    title: str | None = None, path=None) -> Figure:
+    """One run over time: two panels sharing x (seconds since the run's first sample).
+
+    Top: ok operations completed per bin, per op (puts; gets that delivered a message),
+    in ops/s. Bottom: latency p50 and p99 of the ok operations completed in each bin, from
+    the bin's own ``LogHistogram`` (log axis, decade labels with units). Each fault
+    (start_s, end_s, label) is shaded in both panels and labelled in the top one.
+    Saved as PNG at ``path`` if given.
+    """
+    if bin_s <= 0:
+        raise ValueError(f"bin_s must be positive, got {bin_s}")
+    if samples.num_rows == 0:
+        raise ValueError("no samples to draw")
+    t0 = pc.min(samples.column("t_start_ns")).as_py()
+    fig = Figure(figsize=(10, 5.6 + (0.3 if title else 0)))
+    top, bottom = fig.subplots(2, 1, sharex=True)
+    series = {}
+    end_s = 0.0
+    for op in TIMELINE_OPS:
+        rows = ok_ops(samples, op)
+        if rows.num_rows == 0:
+            continue
+        latency = rows.column("latency_ns").to_numpy(zero_copy_only=False).astype(np.int64)
+        done = (rows.column("t_start_ns").to_numpy(zero_copy_only=False).astype(np.int64) + latency - t0) / 1e9
+        series[op] = (done, latency)
+        end_s = max(end_s, float(done.max()))
+    end_s = max([end_s, *(end for _, end, _ in faults)])
+    edges = np.arange(0.0, end_s + bin_s, bin_s)
+    if edges.size < 2:
+        edges = np.array([0.0, bin_s])
+    lines = {}
+    for op, (done, latency) in series.items():
+        counts, _ = np.histogram(done, edges)
+        top.step(edges[:-1], counts / bin_s, where="post", color=_OP_COLOURS[op], linewidth=1.2,
+                 label=TIMELINE_OPS[op])
+        which = np.clip(np.searchsorted(edges, done, side="right") - 1, 0, edges.size - 2)
+        order = np.argsort(which, kind="stable")
+        splits = np.flatnonzero(np.diff(which[order])) + 1
+        p50 = np.full(edges.size - 1, np.nan)  # a bin without operations is a gap in the line
+        p99 = np.full(edges.size - 1, np.nan)
+        for chunk in np.split(order, splits):
+            if chunk.size == 0:
+                continue
+            h = LogHistogram()
+            h.add_many(latency[chunk])
+            p50[which[chunk[0]]], p99[which[chunk[0]]] = h.quantile(0.50), h.quantile(0.99)
+        lines[op] = (edges[:-1] + bin_s / 2, p50, p99)
+    top.set_ylabel("ok ops/s")
+    top.set_ylim(bottom=0)
+    top.set_title(f"throughput per {bin_s * 1000:g} ms", fontsize=9)
+    values = np.concatenate([np.concatenate([a, b]) for _, a, b in lines.values()]) if lines else np.array([])
+    scale = _decade_axis(bottom, values[np.isfinite(values) & (values > 0)])
+    for op, (mids, p50, p99) in lines.items():
+        for quantile, ns, style in (("p50", p50, "-"), ("p99", p99, ":")):
+            ns = np.where(ns > 0, ns, np.nan)  # 0 ns has no place on a log axis
+            bottom.plot(mids, ns / scale, color=_OP_COLOURS[op], linestyle=style, linewidth=1.0, marker=".",
+                        markersize=2, label=f"{op} {quantile}")
+    bottom.set_ylabel("latency")
+    bottom.set_title(f"latency per {bin_s * 1000:g} ms (p50 solid, p99 dotted)", fontsize=9)
+    bottom.set_xlabel("seconds since the run's first sample")
+    bottom.set_xlim(0, edges[-1])
+    for ax in (top, bottom):
+        fault_bands(ax, faults, label=True)
+        ax.grid(True, which="major", alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, loc="upper right")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
+
+
+_OP_COLOURS = {"put": "#1f77b4", "get": "#2ca02c"}
+
+
 def latency_figure(panels: Mapping[str, Mapping[tuple[str, str], Latencies]], path=None,
                    title: str | None = None) -> Figure:
     """A grid of quantile plots, one panel per title; saved as PNG at ``path`` if given."""
@@ -125,6 +258,147 @@ def latency_figure(panels: Mapping[str, Mapping[tuple[str, str], Latencies]], pa
         plot_latency_quantiles(ax, series, panel)
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
+
+
+# --- live-vs-sim and load tests
+
+
+def _per_s_label(value: float) -> str:
+    return f"{value:,.0f}/s" if value >= 10 else f"{value:.2g}/s"
+
+
+def _step_125(value: float, down: bool) -> float:
+    """The 1-2-5 step (…, 500, 1,000, 2,000 …) at or below (``down``) or above ``value``."""
+    decade = 10.0 ** math.floor(math.log10(value))
+    steps = [decade * m for m in (1, 2, 5, 10)]
+    return max(s for s in steps if s <= value) if down else min(s for s in steps if s >= value)
+
+
+def saturation_figure(ramps: Mapping[tuple[str, str], Mapping[int, float]], *, title: str | None = None,
+                      path=None) -> Figure:
+    """Closed-loop ramps: puts/s against clients (1, 2, 4 … on a log-2 axis), one line per
+    (design, world) in the design's colour and the world's style, each line's most puts/s
+    ringed (its saturation). The y axis is log, labelled 1-2-5 in puts/s."""
+    curves = {key: sorted((int(c), float(v)) for c, v in ramp.items()) for key, ramp in ramps.items() if ramp}
+    if not curves:
+        raise ValueError("no ramp to draw")
+    fig = Figure(figsize=(7.5, 4.4 + (0.3 if title else 0)))
+    ax = fig.subplots()
+    clients = sorted({c for points in curves.values() for c, _ in points})
+    for (design, world), points in curves.items():
+        xs, ys = [c for c, _ in points], [v for _, v in points]
+        ax.plot(xs, ys, color=colour(design), linestyle=line_style(world), marker="o", markersize=3, linewidth=1.6,
+                label=f"{design} ({world})")
+        best = int(np.argmax(ys))
+        ax.plot([xs[best]], [ys[best]], marker="o", markersize=9, markerfacecolor="none", color=colour(design),
+                linestyle="none")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(clients)
+    ax.set_xticklabels([str(c) for c in clients])
+    ax.set_xlabel("clients (producers, and as many consumers)")
+    positive = [v for points in curves.values() for _, v in points if v > 0]
+    ax.set_yscale("log")
+    if positive:
+        ax.set_ylim(_step_125(min(positive), down=True), _step_125(max(positive) * 1.1, down=False))
+    ax.yaxis.set_major_locator(LogLocator(base=10.0, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: _per_s_label(v)))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_ylabel("puts/s (measured phases)")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.set_title("saturation ramp (ringed: each line's most)", fontsize=10)
+    ax.legend(fontsize=7, ncol=2)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
+
+
+def _ratio_label(value: float) -> str:
+    return f"{value:g}×" if value >= 1 else f"1/{1 / value:g}×"
+
+
+def ratio_figure(ratios: Mapping[str, Mapping[str, float | None]], goal: Mapping[str, float], *,
+                 title: str | None = None, path=None) -> Figure:
+    """sim / live per design and metric: one column per metric (``put_p50``, ``e2e_p99`` …,
+    in the order of the first design's), a dot per design in its colour on a log axis
+    (1/2×, 1×, 2×), each metric's goal (1 ± ``goal[stat]``, the stat after the last ``_``)
+    shaded green. A ratio that is None (not measured) is left out."""
+    metrics: list[str] = []
+    for values in ratios.values():
+        metrics += [m for m in values if m not in metrics]
+    points = [(d, m, v) for d, values in ratios.items() for m, v in values.items() if v is not None and v > 0]
+    if not points:
+        raise ValueError("no ratios to draw")
+    fig = Figure(figsize=(max(5.0, 1.6 * len(metrics) + 2.0), 4.2 + (0.3 if title else 0)))
+    ax = fig.subplots()
+    designs = list(ratios)
+    width = 0.6 / max(1, len(designs))
+    for i, metric in enumerate(metrics):
+        tolerance = goal.get(metric.rsplit("_", 1)[-1])
+        if tolerance is not None:
+            ax.fill_between([i - 0.4, i + 0.4], 1 - tolerance, 1 + tolerance, color="#2ca02c", alpha=0.15,
+                            linewidth=0, label="goal" if i == 0 else "_goal")
+    for j, design in enumerate(designs):
+        xs = [metrics.index(m) + (j - (len(designs) - 1) / 2) * width for d, m, v in points if d == design]
+        ys = [v for d, m, v in points if d == design]
+        ax.plot(xs, ys, marker="o", linestyle="none", color=colour(design), markersize=7, label=design)
+    ax.axhline(1.0, color="grey", linewidth=0.8)
+    ax.set_xticks(range(len(metrics)))
+    ax.set_xticklabels([m.replace("_", " ") for m in metrics])
+    ax.set_xlim(-0.5, len(metrics) - 0.5)
+    ax.set_yscale("log", base=2)
+    values = [v for _, _, v in points]
+    low = 2.0 ** min(-1, math.floor(math.log2(min(values))))
+    high = 2.0 ** max(1, math.ceil(math.log2(max(values))))
+    ax.set_ylim(low, high)
+    ax.yaxis.set_major_locator(LogLocator(base=2.0, subs=(1.0,)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: _ratio_label(v)))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_ylabel("sim / live")
+    ax.grid(True, axis="y", which="major", alpha=0.3)
+    ax.set_title("calibrated sim against live (green: the goal)", fontsize=10)
+    ax.legend(fontsize=7)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
+
+
+def series_figure(panels: Mapping[str, Mapping[tuple[str, str], tuple[Sequence[float], Sequence[float]]]], *,
+                  ylabel: str = "ok ops/s", xlabel: str = "seconds since the run's start",
+                  title: str | None = None, path=None) -> Figure:
+    """Series over time (per second, per bin), one panel per title stacked over a shared x
+    axis, one step line per (design, world) in the design's colour and the world's style;
+    the y axis starts at 0."""
+    if not any(len(x) for series in panels.values() for x, _ in series.values()):
+        raise ValueError("no series to draw")
+    fig = Figure(figsize=(10, 2.6 * len(panels) + 0.6 + (0.3 if title else 0)))
+    axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, (panel, series) in zip(axes, panels.items()):
+        for (design, world), (x, y) in series.items():
+            if len(x):  # each value holds from its x to the next; the last one for as long as the one before
+                x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+                step = x[-1] - x[-2] if x.size > 1 else 1.0
+                ax.step(np.append(x, x[-1] + step), np.append(y, y[-1]), where="post", color=colour(design),
+                        linestyle=line_style(world), linewidth=1.3, label=f"{design} ({world})")
+        ax.set_ylim(bottom=0)
+        ax.set_ylabel(ylabel)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax.set_title(panel, fontsize=10)
+        ax.grid(True, alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, loc="lower right", ncol=2)
+    axes[-1].set_xlabel(xlabel)
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()

@@ -74,3 +74,114 @@ def test_lines_that_coincide_are_named_in_the_legend():
 def test_nothing_to_draw_is_a_clear_error():
     with pytest.raises(ValueError, match="no latencies"):
         latency_figure({})
+
+
+# ---------------------------------------------------------------- timeline of one run
+
+def synthetic_run(pause=(2.0, 2.4), end_s=4.0, rate=1000):
+    """A run's samples: puts and deliveries at ``rate``/s each, none completing inside the
+    pause, five puts just after it held as long as the pause; a fault's start and heal rows."""
+    import pyarrow as pa
+
+    from lab.phases import fault_text
+    from lab.record import SAMPLE_SCHEMA
+
+    t0 = 1_700_000_000 * 10**9  # epoch ns, as the live world writes them
+    rows = []
+    first_after = round(pause[1] * rate)
+    for i in range(round(end_s * rate)):
+        t = i / rate
+        if round(pause[0] * rate) <= i < first_after:
+            continue
+        held = first_after < i <= first_after + 5  # five: their bin (105 puts) has them at p99
+        put_ns = int((pause[1] - pause[0]) * 1e9) if held else 200_000
+        rows.append(("put", f"p:{i}", int(t0 + t * 1e9), put_ns, "ok"))
+        rows.append(("get", f"p:{i}", int(t0 + t * 1e9) + 300_000, 3_000_000, "ok"))
+        rows.append(("get", None, int(t0 + t * 1e9), 100_000, "fail"))  # empty polls: no deliveries
+    for event, at in (("start", pause[0]), ("heal", pause[1])):
+        rows.append(("fault", None, int(t0 + at * 1e9), 0, "info", fault_text(event, 0, "pause", "s0")))
+    columns = {name: [] for name in SAMPLE_SCHEMA.names}
+    for row in rows:
+        op, msg, t, latency, outcome, *error = row
+        for name, value in (("run_id", "r"), ("world", "sim"), ("backend", "kestrel"), ("scenario", "x"),
+                            ("node", "s0" if op == "fault" else "c0"), ("client", "nemesis" if op == "fault" else "c0"),
+                            ("op", op), ("queue", "q"), ("msg_id", msg), ("t_start_ns", t), ("latency_ns", latency),
+                            ("outcome", outcome), ("error", error[0] if error else None), ("bytes", 100),
+                            ("phase", "steady"), ("delay_ns", None)):
+            columns[name].append(value)
+    return pa.table(columns, schema=SAMPLE_SCHEMA)
+
+
+def band_of(patch) -> tuple[float, float]:
+    """A shaded band's (start, end) in data units (matplotlib draws axvspan as a Rectangle
+    from 3.9, a Polygon before)."""
+    if hasattr(patch, "get_width"):
+        return (round(patch.get_x(), 6), round(patch.get_x() + patch.get_width(), 6))
+    xs = np.asarray(patch.get_xy())[:, 0]
+    return (round(xs.min(), 6), round(xs.max(), 6))
+
+
+def test_a_timeline_shows_throughput_and_latency_per_bin_with_the_fault_shaded_and_labelled():
+    from lab.plots import FAULT_COLOUR, fault_spans, timeline_figure
+
+    samples = synthetic_run()
+    spans = fault_spans(samples)
+    assert spans == [(pytest.approx(2.0), pytest.approx(2.4), "pause")]
+    fig = timeline_figure(samples, faults=spans, title="kestrel gc")
+    top, bottom = fig.axes
+    assert top.get_shared_x_axes().joined(top, bottom)
+    assert top.get_ylabel() == "ok ops/s" and bottom.get_xlabel() == "seconds since the run's first sample"
+    put, get = lines_of(top)["put"], lines_of(top)["get (deliveries)"]
+    x, y = np.asarray(put.get_xdata()), np.asarray(put.get_ydata())
+    assert y[(x > 0.5) & (x < 1.5)] == pytest.approx(1000, rel=0.02)  # 100 puts per 100 ms: 1,000/s
+    assert y[(x >= 2.05) & (x < 2.35)].max() == 0  # nothing completes inside the pause
+    # empty polls are not deliveries: gets count the same 1,000/s
+    gx, gy = np.asarray(get.get_xdata()), np.asarray(get.get_ydata())
+    assert gy[(gx > 0.5) & (gx < 1.5)] == pytest.approx(1000, rel=0.02)
+    # latency: p50 of gets 3 ms in every bin with deliveries, a gap (no point) inside the pause
+    p50 = lines_of(bottom)["get p50"]
+    lx, ly = np.asarray(p50.get_xdata()), np.asarray(p50.get_ydata())
+    assert ly[(lx > 0.5) & (lx < 1.5)] == pytest.approx(3.0, rel=0.02)  # drawn in ms
+    assert np.isnan(ly[(lx > 2.05) & (lx < 2.35)]).all()
+    # the held puts (400 ms) are their bin's p99
+    p99 = lines_of(bottom)["put p99"]
+    px, py = np.asarray(p99.get_xdata()), np.asarray(p99.get_ydata())
+    assert np.nanmax(py) == pytest.approx(400, rel=0.02) and 2.7 < px[np.nanargmax(py)] < 2.9
+    # decade labels with units on the latency axis
+    low, high = bottom.get_ylim()
+    labels = [t.get_text() for t in bottom.yaxis.get_ticklabels() if low <= t.get_position()[1] <= high]
+    assert labels == ["100 µs", "1 ms", "10 ms", "100 ms", "1 s"]
+    # the fault: one shaded band from 2.0 to 2.4 s in each panel, labelled
+    for ax in (top, bottom):
+        bands = [p for p in ax.patches if p.get_label() == "_fault"]
+        assert len(bands) == 1
+        assert band_of(bands[0]) == (pytest.approx(2.0), pytest.approx(2.4))
+        assert any(t.get_text() == "pause" and t.get_color() == FAULT_COLOUR for t in ax.texts)
+    assert fig._suptitle.get_text() == "kestrel gc"
+
+
+def test_a_timeline_switches_to_seconds_and_refuses_nonsense():
+    from lab.plots import timeline_figure
+
+    samples = synthetic_run(pause=(1.0, 3.5))  # the held puts take 2.5 s
+    bottom = timeline_figure(samples).axes[1]
+    low, high = bottom.get_ylim()
+    labels = [t.get_text() for t in bottom.yaxis.get_ticklabels() if low <= t.get_position()[1] <= high]
+    assert labels[-1] == "10 s" and "1 s" in labels and "100 µs" in labels
+    assert not [p for p in bottom.patches if p.get_label() == "_fault"]  # no faults given: none shaded
+    with pytest.raises(ValueError, match="bin_s"):
+        timeline_figure(samples, bin_s=0)
+    with pytest.raises(ValueError, match="no samples"):
+        timeline_figure(samples.slice(0, 0))
+
+
+def test_fault_bands_label_each_fault():
+    from matplotlib.figure import Figure
+
+    from lab.plots import fault_bands
+
+    ax = Figure().subplots()
+    ax.set_xlim(0, 10)
+    fault_bands(ax, [(1, 2, "partition"), (5, 7.5, "crash")])
+    assert sorted(t.get_text() for t in ax.texts) == ["crash", "partition"]
+    assert sorted(band_of(p) for p in ax.patches) == [(1, 2), (5, 7.5)]
