@@ -26,8 +26,10 @@ import itertools
 import logging
 import pickle
 import struct
+import time
 from typing import TYPE_CHECKING, Any
 
+from lab.live.slowdown import StretchedConnection, stretch
 from lab.live.streams import Listener, LiveConnection, serve_connections
 from lab.runtime import Accept, CallTimeout, Handler, RemoteError, Unreachable
 
@@ -224,7 +226,9 @@ class LiveNet:
 
     def connect(self, node: str, port: str) -> LiveConnection:
         """A connection to ``node``'s port ``port``, through this link's proxy."""
-        return LiveConnection(lambda: self.world.address(node, port, self.node), f"{node}:{port}")
+        conn = LiveConnection(lambda: self.world.address(node, port, self.node), f"{node}:{port}")
+        factor = self.world.stretched.get(node)  # the test hook (lab.live.slowdown): unset, none
+        return conn if factor is None else StretchedConnection(conn, factor)
 
     # ------------------------------------------------------------------ calling
 
@@ -255,6 +259,8 @@ class LiveNet:
             del self._connecting[peer]
 
     async def call(self, peer: str, message: Any, timeout: float) -> Any:
+        factor = self.world.stretched.get(peer)  # the test hook (lab.live.slowdown): unset, none
+        started = time.perf_counter_ns()
         conn = await self._connection(peer)
         request_id = next(self._ids)
         loop = asyncio.get_running_loop()
@@ -269,6 +275,8 @@ class LiveNet:
             conn.pending.pop(request_id, None)
         if status == "err":
             raise RemoteError(payload)
+        if factor is not None:
+            await stretch(started, factor)
         return payload
 
     def send(self, peer: str, message: Any) -> None:

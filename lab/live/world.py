@@ -29,6 +29,7 @@ from lab.live.disk import fsync_delay_path, power_cut
 from lab.live.processes import RESTART_TRIES, ServerProcess
 from lab.live.proxy import LiveLinks
 from lab.live.runtime import LiveRuntime
+from lab.live.slowdown import injected
 from lab.runtime import Boot
 
 if TYPE_CHECKING:
@@ -73,6 +74,10 @@ class LiveWorld:
         self._pauses: dict[str, int] = {}  # pauses in force per node: it resumes after the last
         self._crashes: dict[str, int] = {}  # crashes in force per node: it restarts after the last
         self._tears = 0  # crashes so far: each draws its torn tails from its own seeded random
+        #: the test hook QUEUE_LAB_INJECT_SLOWDOWN (lab.live.slowdown): design -> factor, and the
+        #: server nodes of those designs this world started (their clients' requests are stretched)
+        self.slowdown = injected()
+        self.stretched: dict[str, float] = {}
         self._starting: set[asyncio.Task] = set()
         self.links = LiveLinks(seed)  # a proxy per link into a server process, made on first use
         self._fsync_delays: dict[str, int] = {}  # ns added to a server's fsyncs, all disk-delays in force
@@ -106,6 +111,8 @@ class LiveWorld:
         design without one (the in-memory control), its boot on a node of this process."""
         from lab.backends import design_module
 
+        if design.name in self.slowdown:  # a test hook, empty unless QUEUE_LAB_INJECT_SLOWDOWN is set
+            self.stretched[node] = self.slowdown[design.name]
         if design_module(design.name, "serve") is None:
             await self.start(node, design.boot(node))
         else:
