@@ -17,7 +17,6 @@ scenario joins by being registered or written, with no change here. Output: ``ma
 from __future__ import annotations
 
 import csv
-import math
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -304,34 +303,12 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f} s"
 
 
-VERDICT_COLOURS = {VALID: "#4caf50", ALLOWED: "#ffb300", INVALID: "#e53935"}
-
-
 def heatmap(rows: list[dict[str, Any]], path: Path, seeds: int) -> None:
     """Rows: designs x options; columns: scenarios; colour: the worst verdict; numbers:
-    lost/duplicated (summed over the seeds)."""
-    from matplotlib.colors import ListedColormap
-    from matplotlib.figure import Figure
-    from matplotlib.patches import Patch
+    lost/duplicated (summed over the seeds). Drawn by ``lab.plots.verdict_heatmap``."""
+    from lab.plots import verdict_heatmap
 
-    scenarios = list(dict.fromkeys(r["scenario"] for r in rows))
-    labels = list(dict.fromkeys(_label(r) for r in rows))
-    by = {(_label(r), r["scenario"]): r for r in rows}
-    grid = [[SEVERITY[by[(l, s)]["verdict"]] if (l, s) in by else math.nan for s in scenarios] for l in labels]
-    figure = Figure(figsize=(max(6.0, 2.5 + 0.8 * len(scenarios)), 1.6 + 0.45 * len(labels)), layout="constrained")
-    ax = figure.subplots()
-    ax.imshow(grid, cmap=ListedColormap([VERDICT_COLOURS[v] for v in (VALID, ALLOWED, INVALID)]), vmin=0, vmax=2,
-              aspect="auto")
-    for i, label in enumerate(labels):
-        for j, scenario in enumerate(scenarios):
-            row = by.get((label, scenario))
-            if row is not None:
-                ax.text(j, i, f"{row['lost']}/{row['duplicated']}" + ("\nlate" if row["recovered_in_time"] is False
-                                                                      else ""),
-                        ha="center", va="center", fontsize=7)
-    ax.set_xticks(range(len(scenarios)), scenarios, rotation=45, ha="right", fontsize=8)
-    ax.set_yticks(range(len(labels)), labels, fontsize=8)
-    ax.set_title(f"worst verdict over {seeds} seed(s); numbers: lost/duplicated", fontsize=9)
-    figure.legend(handles=[Patch(color=c, label=v) for v, c in VERDICT_COLOURS.items()], loc="outside lower center",
-                  ncols=3, fontsize=8)
-    figure.savefig(path, dpi=120)
+    cells = {(_label(r), r["scenario"]): (r["verdict"], f"{r['lost']}/{r['duplicated']}"
+                                          + ("\nlate" if r["recovered_in_time"] is False else ""))
+             for r in rows}
+    verdict_heatmap(cells, title=f"worst verdict over {seeds} seed(s); numbers: lost/duplicated", path=path)

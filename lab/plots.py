@@ -29,6 +29,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from lab.backends import REGISTRY
 from lab.record import GAMMA, LogHistogram, ok_ops
+from lab.verdict import ALLOWED, INVALID, VALID
 
 PERCENTILE_TICKS = (50, 90, 99, 99.9, 99.99)
 # p50 .. p99.99, evenly spaced on the log-percentile axis
@@ -242,6 +243,174 @@ def timeline_figure(samples: pa.Table, *, bin_s: float = 0.1, faults: Sequence[t
 
 
 _OP_COLOURS = {"put": "#1f77b4", "get": "#2ca02c"}
+
+
+VERDICT_COLOURS = {VALID: "#4caf50", ALLOWED: "#ffb300", INVALID: "#e53935"}
+VERDICT_LEVEL = {VALID: 0, ALLOWED: 1, INVALID: 2}
+
+
+def verdict_grid(ax, cells: Mapping[tuple[str, str], tuple[str, str]], title: str | None = None) -> None:
+    """On ``ax``: ``cells`` maps (row, column) to (verdict, text); rows and columns in
+    first-seen order; each cell coloured by its verdict (valid green, allowed amber,
+    invalid red; no cell: blank) with its text on it."""
+    from matplotlib.colors import ListedColormap
+
+    columns = list(dict.fromkeys(c for _, c in cells))
+    labels = list(dict.fromkeys(r for r, _ in cells))
+    grid = [[VERDICT_LEVEL[cells[(l, c)][0]] if (l, c) in cells else math.nan for c in columns] for l in labels]
+    ax.imshow(grid, cmap=ListedColormap([VERDICT_COLOURS[v] for v in (VALID, ALLOWED, INVALID)]), vmin=0, vmax=2,
+              aspect="auto")
+    for i, label in enumerate(labels):
+        for j, column in enumerate(columns):
+            cell = cells.get((label, column))
+            if cell is not None:
+                ax.text(j, i, cell[1], ha="center", va="center", fontsize=7)
+    ax.set_xticks(range(len(columns)), columns, rotation=45, ha="right", fontsize=8)
+    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    if title:
+        ax.set_title(title, fontsize=9)
+
+
+def verdict_legend(figure: Figure) -> None:
+    from matplotlib.patches import Patch
+
+    figure.legend(handles=[Patch(color=c, label=v) for v, c in VERDICT_COLOURS.items()], loc="outside lower center",
+                  ncols=3, fontsize=8)
+
+
+def verdict_heatmap(cells: Mapping[tuple[str, str], tuple[str, str]], *, title: str, path=None) -> Figure:
+    """A figure of one ``verdict_grid`` and a legend of its colours: ``lab matrix``'s heat
+    map (rows: designs and options, columns: scenarios) and the notebooks' verdict grids.
+    Saved as PNG at ``path`` (120 dpi) if given."""
+    columns = set(c for _, c in cells)
+    labels = set(r for r, _ in cells)
+    figure = Figure(figsize=(max(6.0, 2.5 + 0.8 * len(columns)), 1.6 + 0.45 * len(labels)), layout="constrained")
+    verdict_grid(figure.subplots(), cells, title)
+    verdict_legend(figure)
+    if path is not None:
+        figure.savefig(path, dpi=120)
+    return figure
+
+
+def throughput_bars(ax, bars: Sequence[Mapping], title: str | None = None, unit: str = "ok ops/s") -> None:
+    """One bar per entry of ``bars`` (keys ``design``, ``world``, ``p50``, and ``p5`` and
+    ``p95`` for the whisker; ``label`` optional): height p50, whisker p5 to p95, the
+    design's colour, the world's line style on the bar's edge (sim hatched)."""
+    for i, bar in enumerate(bars):
+        world = bar.get("world", "")
+        ax.bar(i, bar["p50"], color=colour(bar["design"]), alpha=0.85 if world != "sim" else 0.55,
+               edgecolor="black", linestyle=line_style(world), linewidth=0.8, hatch="//" if world == "sim" else None)
+        if bar.get("p5") is not None and bar.get("p95") is not None:
+            low, high = bar["p5"], bar["p95"]
+            if low == low and high == high:  # not NaN
+                ax.errorbar(i, bar["p50"], yerr=[[max(0.0, bar["p50"] - low)], [max(0.0, high - bar["p50"])]],
+                            color="black", capsize=2, linewidth=0.8)
+    ax.set_xticks(range(len(bars)), [b.get("label") or f"{b['design']} ({b.get('world', '')})" for b in bars],
+                  rotation=45, ha="right", fontsize=7)
+    ax.set_ylabel(unit)
+    ax.set_ylim(bottom=0)
+    ax.grid(True, axis="y", alpha=0.3)
+    if title:
+        ax.set_title(title, fontsize=10)
+
+
+def compare_figure(throughput: Mapping[str, Sequence[Mapping]],
+                   latencies: Mapping[str, Mapping[str, Mapping[tuple[str, str], Latencies]]],
+                   verdicts: Mapping[tuple[str, str], tuple[str, str]], *, title: str | None = None,
+                   path=None) -> Figure:
+    """Every design on several workloads in both worlds, one column per workload: put
+    throughput (``throughput_bars``: p5/p50/p95 of the per-second series), then one
+    latency-by-percentile panel per entry of ``latencies[workload]`` (e.g. put, end to
+    end); below them all, the verdict grid (rows: design and world, columns: workloads).
+    Saved as PNG at ``path`` if given."""
+    workloads = list(dict.fromkeys([*throughput, *latencies]))
+    if not workloads:
+        raise ValueError("no workloads to draw")
+    kinds = list(dict.fromkeys(k for w in workloads for k in latencies.get(w, {})))
+    rows = 1 + len(kinds)
+    grid_rows = len(set(r for r, _ in verdicts))
+    cols = len(workloads)
+    fig = Figure(figsize=(4.6 * cols, 3.6 * rows + 0.5 + 0.32 * grid_rows + (0.4 if title else 0)),
+                 layout="constrained")
+    spec = fig.add_gridspec(rows + 1, cols, height_ratios=[1.0] * rows + [0.25 + 0.09 * grid_rows])
+    for j, workload in enumerate(workloads):
+        ax = fig.add_subplot(spec[0, j])
+        throughput_bars(ax, list(throughput.get(workload, [])), f"{workload}: puts/s (p5, p50, p95)")
+        for i, kind in enumerate(kinds, start=1):
+            ax = fig.add_subplot(spec[i, j])
+            plot_latency_quantiles(ax, latencies.get(workload, {}).get(kind, {}), f"{workload}: {kind}")
+    if verdicts:
+        verdict_grid(fig.add_subplot(spec[rows, :]), verdicts, "delivery verdict per run; numbers: lost/duplicated")
+        verdict_legend(fig)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    if path is not None:
+        fig.savefig(path, dpi=90)
+    return fig
+
+
+PHASE_MARKERS = {"steady": "o", "fault": "X", "heal": "s"}
+
+
+def phase_figure(latency: Sequence[Mapping], throughput: Sequence[Mapping], *, ops: Sequence[str] = ("put", "e2e"),
+                 title: str | None = None, path=None) -> Figure:
+    """Fault phase against healed phase, per design: one latency panel per op in ``ops``
+    (entries of ``latency``: ``label``, ``design`` (or ``backend``), ``op``, ``phase``, ``p50_ns``,
+    ``p99_ns``; a marker at p50 with a line up to p99, log axis with decade labels) and a
+    throughput panel (entries of ``throughput``: ``label``, ``design``, ``op``, ``phase``,
+    ``ops_per_s``; bars). Each design's label gets one slot per phase (steady, fault,
+    heal, marked o / X / s), the fault slots shaded as faults are everywhere."""
+    labels = list(dict.fromkeys([*(r["label"] for r in latency), *(r["label"] for r in throughput)]))
+    if not labels:
+        raise ValueError("nothing to draw")
+    phases = [p for p in PHASE_MARKERS if any(r["phase"] == p for r in [*latency, *throughput])]
+    width = 1.0 / (len(phases) + 1)
+
+    def x(label: str, phase: str) -> float:
+        return labels.index(label) + (phases.index(phase) - (len(phases) - 1) / 2) * width
+
+    tput_ops = sorted(dict.fromkeys(r["op"] for r in throughput), key=lambda op: (op != "put", op))  # puts first
+    panels = len(ops) + len(tput_ops)
+    fig = Figure(figsize=(max(7.0, 1.1 * len(labels) + 3), 2.9 * panels + (0.4 if title else 0)), layout="constrained")
+    axes = fig.subplots(panels, 1, sharex=True, squeeze=False)[:, 0]
+    for ax, op in zip(axes, ops):
+        rows = [r for r in latency if r["op"] == op]
+        values = np.array([v for r in rows for v in (r["p50_ns"], r["p99_ns"]) if v == v and v and v > 0])
+        scale = _decade_axis(ax, values)
+        for r in rows:
+            if not (r["p50_ns"] == r["p50_ns"]):
+                continue
+            at, c = x(r["label"], r["phase"]), colour(r.get("design", r.get("backend", "")))
+            ax.plot([at, at], [r["p50_ns"] / scale, r["p99_ns"] / scale], color=c, linewidth=1.4)
+            ax.plot([at], [r["p50_ns"] / scale], marker=PHASE_MARKERS[r["phase"]], color=c, markersize=6,
+                    linestyle="none")
+            ax.plot([at], [r["p99_ns"] / scale], marker="_", color=c, markersize=9, linestyle="none")
+        ax.set_ylabel(f"{op} latency")
+        ax.set_title(f"{op} latency: marker p50, line up to p99", fontsize=9)
+    for ax, op in zip(axes[len(ops):], tput_ops):
+        for r in (r for r in throughput if r["op"] == op):
+            ax.bar(x(r["label"], r["phase"]), r["ops_per_s"], width=width * 0.9,
+                   color=colour(r.get("design", r.get("backend", ""))),
+                   alpha={"steady": 0.45, "fault": 0.95, "heal": 0.7}[r["phase"]], edgecolor="black", linewidth=0.5)
+        ax.set_ylabel(f"ok {op}/s")
+        ax.set_ylim(bottom=0)
+        ax.set_title(f"{op} throughput per phase", fontsize=9)
+    for ax in axes:
+        if "fault" in phases:
+            fault_bands(ax, [(x(l, "fault") - width / 2, x(l, "fault") + width / 2, "") for l in labels], label=False)
+        ax.grid(True, axis="y", alpha=0.3)
+    axes[-1].set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=8)
+    from matplotlib.lines import Line2D
+
+    fig.legend(handles=[Line2D([], [], marker=m, color="black", linestyle="none", label=p)
+                        for p, m in PHASE_MARKERS.items() if p in phases],
+               loc="outside upper right", ncols=len(phases), fontsize=8, title="phase (fault: shaded)",
+               title_fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
 
 
 def latency_figure(panels: Mapping[str, Mapping[tuple[str, str], Latencies]], path=None,
