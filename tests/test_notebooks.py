@@ -16,6 +16,8 @@ NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 # name -> (papermill parameters, slow?)
 QUICK: dict[str, tuple[dict, bool]] = {
     "01-ideal-tour.ipynb": ({"scale": 0.2}, False),
+    "07-live-vs-sim.ipynb": ({"designs": ["ideal", "kestrel"], "scale": 0.25, "fractions": [0.5],
+                              "ramp_duration": 0.5}, True),
 }
 
 
