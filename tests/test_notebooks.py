@@ -18,6 +18,7 @@ QUICK: dict[str, tuple[dict, bool]] = {
     "01-ideal-tour.ipynb": ({"scale": 0.2}, False),
     "07-live-vs-sim.ipynb": ({"designs": ["ideal", "kestrel"], "scale": 0.25, "fractions": [0.5],
                               "ramp_duration": 0.5}, True),
+    "08-load-tests.ipynb": ({"designs": ["kestrel", "queuefka"], "users": 4, "duration": 3.0}, True),
 }
 
 
