@@ -13,6 +13,16 @@ Besides the latency-by-percentile grid (``latency_figure``):
   (puts, get deliveries) and latency p50/p99 per bin (each bin's own LogHistogram), with
   every fault shaded and labelled (``fault_bands``; ``fault_spans`` reads them from the
   run's fault rows).
+- ``verdict_heatmap`` / ``verdict_grid``: verdicts as coloured cells (valid green, allowed
+  amber, invalid red) with their numbers: ``lab matrix``'s heat map and the notebooks' grids.
+- ``throughput_bars``: throughput p50 bars with a p5–p95 whisker, per design and world.
+- ``compare_figure``: the compare notebook's main figure, a column per workload (throughput,
+  put and end-to-end latency by percentile) over the verdict grid of every run.
+- ``phase_figure``: the fault notebooks' steady / fault / heal phases per design, latency
+  p50 to p99 and throughput, the fault slots shaded as fault bands are.
+
+Figures are matplotlib ``Figure`` objects, never pyplot state: nothing to close, safe in
+worker processes; each saves itself as PNG when given a ``path``.
 """
 
 from __future__ import annotations

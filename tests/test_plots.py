@@ -185,3 +185,105 @@ def test_fault_bands_label_each_fault():
     fault_bands(ax, [(1, 2, "partition"), (5, 7.5, "crash")])
     assert sorted(t.get_text() for t in ax.texts) == ["crash", "partition"]
     assert sorted(band_of(p) for p in ax.patches) == [(1, 2), (5, 7.5)]
+
+
+# ---------------------------------------------------------------- verdicts, throughput, comparisons, phases
+
+def test_the_verdict_heatmap_colours_each_cell_by_its_verdict_and_writes_its_numbers(tmp_path):
+    from matplotlib.colors import to_hex
+
+    from lab.plots import VERDICT_COLOURS, verdict_heatmap
+
+    cells = {("kestrel syncJournal=never", "crash-all"): ("allowed", "600/0"),
+             ("kestrel syncJournal=never", "split-one"): ("valid", "0/0"),
+             ("queuefka", "crash-all"): ("invalid", "3/1\nlate")}
+    fig = verdict_heatmap(cells, title="t", path=tmp_path / "h.png")
+    assert (tmp_path / "h.png").stat().st_size > 5_000
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["crash-all", "split-one"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["kestrel syncJournal=never", "queuefka"]
+    image = ax.images[0]
+    rgba = image.to_rgba(image.get_array())
+    assert to_hex(rgba[0][0]) == VERDICT_COLOURS["allowed"] and to_hex(rgba[0][1]) == VERDICT_COLOURS["valid"]
+    assert to_hex(rgba[1][0]) == VERDICT_COLOURS["invalid"]
+    assert rgba[1][1][3] == 0  # no such cell: blank
+    assert sorted(t.get_text() for t in ax.texts) == ["0/0", "3/1\nlate", "600/0"]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["valid", "allowed", "invalid"]
+
+
+def test_throughput_bars_are_p50_with_a_p5_to_p95_whisker_in_the_design_colour():
+    from matplotlib.figure import Figure
+
+    from lab.plots import throughput_bars
+
+    ax = Figure().subplots()
+    throughput_bars(ax, [{"design": "kestrel", "world": "sim", "p5": 900, "p50": 1000, "p95": 1100},
+                         {"design": "queuefka", "world": "live", "p5": 400, "p50": 800, "p95": 850}], "t")
+    bars = ax.patches
+    assert [b.get_height() for b in bars] == [1000, 800]
+    assert bars[0].get_facecolor()[:3] == pytest.approx(matplotlib_rgb(REGISTRY["kestrel"].colour))
+    assert bars[0].get_hatch() == "//" and bars[1].get_hatch() is None  # sim hatched
+    assert bars[0].get_linestyle() == "--" and bars[1].get_linestyle() == "-"
+    whiskers = [c for c in ax.collections if len(c.get_segments())]
+    spans = sorted(tuple(sorted(s[:, 1])) for c in whiskers for s in c.get_segments())
+    assert spans == [(400, 850), (900, 1100)]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["kestrel (sim)", "queuefka (live)"]
+
+
+def matplotlib_rgb(hex_colour: str):
+    from matplotlib.colors import to_rgb
+
+    return to_rgb(hex_colour)
+
+
+def test_the_compare_figure_has_a_column_per_workload_and_the_verdicts_below(tmp_path):
+    from lab.plots import compare_figure
+
+    series = {("kestrel", "sim"): spread(0.2, 2), ("kestrel", "live"): spread(0.3, 5)}
+    fig = compare_figure(
+        {"steady": [{"design": "kestrel", "world": "sim", "p5": 990, "p50": 1000, "p95": 1010}],
+         "net-split": [{"design": "kestrel", "world": "live", "p5": 900, "p50": 1000, "p95": 1100}]},
+        {"steady": {"put latency": series, "end to end": series}, "net-split": {"put latency": series}},
+        {("kestrel (sim)", "steady"): ("valid", "0/0"), ("kestrel (live)", "net-split"): ("allowed", "3/0")},
+        title="t", path=tmp_path / "c.png")
+    assert (tmp_path / "c.png").stat().st_size > 20_000
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles[:3] == ["steady: puts/s (p5, p50, p95)", "steady: put latency", "steady: end to end"]
+    assert titles[3:6] == ["net-split: puts/s (p5, p50, p95)", "net-split: put latency", "net-split: end to end"]
+    assert not lines_of(fig.axes[5])  # net-split has no end-to-end series: an empty panel
+    grid = fig.axes[-1]
+    assert [t.get_text() for t in grid.get_xticklabels()] == ["steady", "net-split"]
+    assert sorted(t.get_text() for t in grid.texts) == ["0/0", "3/0"]
+    # a latency panel keeps the decade labels
+    assert all(t.get_text().endswith(("µs", "ms", "s")) for t in fig.axes[1].yaxis.get_ticklabels()
+               if t.get_text())
+
+
+def test_the_phase_figure_puts_each_phase_of_a_design_in_its_slot_and_shades_the_fault():
+    from lab.plots import FAULT_COLOUR, PHASE_MARKERS, phase_figure
+
+    latency = [{"label": label, "design": label.split()[0], "op": op, "phase": phase,
+                "p50_ns": (5e6 if phase == "fault" else 1e6) * k, "p99_ns": (2e9 if phase == "fault" else 4e6) * k}
+               for k, label in enumerate(("kestrel a", "queuefka"), start=1) for op in ("put", "e2e")
+               for phase in ("steady", "fault", "heal")]
+    throughput = [{"label": l["label"], "design": l["design"], "op": "get", "phase": l["phase"],
+                   "ops_per_s": 100.0 if l["phase"] == "fault" else 300.0} for l in latency if l["op"] == "put"]
+    fig = phase_figure(latency, throughput, title="t")
+    put, e2e, gets = fig.axes
+    assert [t.get_text() for t in gets.get_xticklabels()] == ["kestrel a", "queuefka"]
+    markers = [line for line in put.get_lines() if line.get_marker() in PHASE_MARKERS.values()]
+    assert len(markers) == 6
+    fault = [m for m in markers if m.get_marker() == PHASE_MARKERS["fault"]]
+    assert sorted(float(m.get_xdata()[0]) for m in fault) == pytest.approx([0.0, 1.0])  # the middle slot
+    assert sorted(float(m.get_ydata()[0]) for m in fault) == pytest.approx([0.005, 0.01])  # p50 in s: p99 past 1 s
+    assert fault[0].get_color() == REGISTRY["kestrel"].colour
+    # the fault p99 of 2-4 s: e2e drawn in seconds, its axis labelled up to 10 s
+    low, high = e2e.get_ylim()
+    labels = [t.get_text() for t in e2e.yaxis.get_ticklabels() if low <= t.get_position()[1] <= high]
+    assert labels[0] == "1 ms" and labels[-1] == "10 s"
+    bars = sorted((b.get_x() + b.get_width() / 2, b.get_height()) for b in gets.patches if b.get_label() != "_fault")
+    assert [h for _, h in bars] == [300, 100, 300, 300, 100, 300]
+    bands = [p for p in gets.patches if p.get_label() == "_fault"]
+    assert len(bands) == 2 and all(p.get_facecolor()[:3] == pytest.approx(matplotlib_rgb(FAULT_COLOUR))
+                                   for p in bands)
+    assert sorted(round(sum(band_of(p)) / 2, 6) for p in bands) == [0, 1]  # centred on the fault slots
