@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: compare test test-slow lab java browser clean
+.PHONY: compare test test-slow regress lab java browser clean
 
 compare: $(STAMP) java
 	$(BIN)/lab compare
@@ -16,6 +16,10 @@ test: $(STAMP) java browser
 
 test-slow: $(STAMP) java
 	$(BIN)/python -m pytest -m slow
+
+# The regression gate: the short standard set in both worlds against results/baselines/standard.json.
+regress: $(STAMP) java
+	$(BIN)/lab regress --no-progress
 
 lab: $(STAMP) java
 	$(BIN)/jupyter lab --notebook-dir=notebooks

@@ -1,0 +1,149 @@
+"""The regression gate's comparison (``lab regress``, ``lab.regress`` runs it): the
+figures of one gate run against the baseline's, row by row, and the table of the rows.
+
+Sim figures must equal the baseline's exactly (``changed`` otherwise). Live metrics are
+``LIVE_METRICS``: each with the way it gets worse, its tolerance factor, and the workloads
+in which it gates (elsewhere it is reported: ``worse`` does not fail the gate); each is
+judged on its per-round values normalised by the rounds' probes
+(``lab.regress_stats``). An entry the baseline lacks is ``new``; one whose workload the
+baseline knew with other fields is ``changed``. Both fail until the baseline is updated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from lab.regress_stats import CHANGED, FAILING, HIGHER, LOWER, NEW, OK, Judgement, judge, normalised
+from lab.summary import format_ns
+
+if TYPE_CHECKING:
+    from lab.regress import Figures
+
+ALPHA = 0.05  # a live change is significant below this one-sided p-value
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    op: str
+    column: str
+    worse: str  # HIGHER (a latency) or LOWER (a throughput)
+    factor: float
+    gates: tuple[str, ...] = ()  # the workloads in which it gates ("*": all); elsewhere it is reported
+
+
+LIVE_METRICS = (
+    Metric("put p50", "put", "p50_ns", HIGHER, 1.5, ("*",)),
+    Metric("e2e p50", "e2e", "p50_ns", HIGHER, 1.5, ("steady",)),
+    Metric("put p99", "put", "p99_ns", HIGHER, 2.0),
+    Metric("e2e p99", "e2e", "p99_ns", HIGHER, 2.0),
+    Metric("put/s p5", "put", "tput_p5", LOWER, 2.0),
+    Metric("put/s p50", "put", "tput_p50", LOWER, 1.5, ("burst-reliable",)),
+    Metric("put/s p95", "put", "tput_p95", LOWER, 2.0),
+    Metric("get/s p50", "get", "tput_p50", LOWER, 1.5, ("burst-reliable",)),
+)
+
+
+@dataclass
+class Row:
+    design: str
+    workload: str
+    world: str
+    metric: str
+    baseline: Any
+    now: Any
+    ratio: float | None
+    p: float | None
+    status: str
+    gates: bool = True
+
+    def cells(self) -> list[str]:
+        ratio = "-" if self.ratio is None or self.ratio != self.ratio else f"{self.ratio:.2f}x"
+        p = "exact" if self.world == "sim" else ("-" if self.p is None or self.p != self.p else f"{self.p:.3f}")
+        return [self.design, self.workload, self.world, self.metric + ("" if self.gates else " (report)"),
+                _show(self.metric, self.baseline), _show(self.metric, self.now), ratio, p, self.status]
+
+
+def _show(metric: str, value: Any) -> str:
+    if value is None or isinstance(value, str):
+        return value or "-"
+    if "/s" in metric or "tput" in metric:
+        return f"{value:,.0f}/s"
+    if metric.endswith("_ns") or metric.split()[-1].startswith("p"):
+        return format_ns(float(value))
+    return f"{value:,.6g}"
+
+
+def compare(figures: "Figures", baseline: dict[str, Any]) -> list[Row]:
+    rows: list[Row] = []
+    for k, entry in sorted(figures.sim.items()):
+        name, design = k.split("/")
+        base = baseline.get("sim", {}).get(k)
+        if base is None or base["workload"] != entry["workload"]:
+            status = NEW if base is None else CHANGED
+            what = "not in the baseline" if base is None else "its workload differs from the baseline's"
+            rows.append(Row(design, name, "sim", what, None, None, None, None, status))
+            continue
+        old, new = base["figures"], entry["figures"]
+        differ = [m for m in sorted(set(old) | set(new)) if old.get(m, "absent") != new.get(m, "absent")]
+        if not differ:
+            rows.append(Row(design, name, "sim", f"all {len(new)} figures", "=", "=", 1.0, None, OK))
+        for m in differ:
+            a, b = old.get(m), new.get(m)
+            ratio = b / a if isinstance(a, (int, float)) and isinstance(b, (int, float)) and a else None
+            rows.append(Row(design, name, "sim", m, a, b, ratio, None, CHANGED))
+    for k, entry in sorted(figures.live.items()):
+        name, design = k.split("/")
+        base = baseline.get("live", {}).get(k)
+        if base is None or base["workload"] != entry["workload"]:
+            status = NEW if base is None else CHANGED
+            what = "not in the baseline" if base is None else "its workload differs from the baseline's"
+            rows.append(Row(design, name, "live", what, None, None, None, None, status))
+            continue
+        reference = sorted(base["probe_us"])[len(base["probe_us"]) // 2]
+        for m in LIVE_METRICS:
+            gates = "*" in m.gates or name in m.gates
+            old = [v for v, p in zip(base["figures"].get(m.name, []), base["probe_us"]) if v is not None]
+            old_probes = [p for v, p in zip(base["figures"].get(m.name, []), base["probe_us"]) if v is not None]
+            new = [v for v in entry["figures"][m.name] if v is not None]
+            new_probes = [p for v, p in zip(entry["figures"][m.name], entry["probe_us"]) if v is not None]
+            j: Judgement = judge(normalised(old, old_probes, reference, m.worse),
+                                 normalised(new, new_probes, reference, m.worse), m.worse, m.factor, ALPHA, gates)
+            rows.append(Row(design, name, "live", m.name, j.baseline, j.now, j.ratio, j.p, j.status, gates))
+    return rows
+
+
+HEADER = ["design", "workload", "world", "metric", "baseline", "now", "ratio", "p", "status"]
+
+
+def text_table(rows: list[Row]) -> str:
+    cells = [HEADER] + [r.cells() for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(HEADER))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def markdown_table(rows: list[Row]) -> str:
+    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    lines += ["| " + " | ".join(r.cells()) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def failing(rows: list[Row]) -> list[Row]:
+    return [r for r in rows if r.status in FAILING]
+
+
+def verdict_lines(rows: list[Row], update: bool) -> list[str]:
+    bad = failing(rows)
+    if update:
+        return ["baseline updated"]
+    if not bad:
+        return [f"PASS: nothing regressed ({len(rows)} rows)"]
+    lines = [f"FAIL: {len(bad)} of {len(rows)} rows: " + ", ".join(
+        f"{r.design} {r.workload} {r.world} {r.metric} {r.status}" for r in bad[:8]) + (" ..." if len(bad) > 8 else "")]
+    if any(r.world == "sim" and r.status in (CHANGED, NEW) for r in bad) or any(r.status == NEW for r in bad):
+        lines.append("the sim figures are deterministic: if the change is intended, run the gate again with "
+                     "--update --reason \"why\" and commit the baseline")
+    return lines
