@@ -229,7 +229,11 @@ def answer(result: FamilyRun, latency: pd.DataFrame, throughput: pd.DataFrame) -
     e2e = latency[latency.op == "e2e"].pivot_table(index="label", columns="phase", values="p99_ns", sort=False)
     if {"fault", "heal"} <= set(e2e.columns):
         e2e = e2e.dropna(subset=["fault", "heal"])
-        if len(e2e):
+        if len(e2e) == 1:
+            only = e2e.index[0]
+            lines.append(f"- **End-to-end p99, fault phase against healed phase**: only {only} delivered in the "
+                         f"fault phase, {_fmt(e2e.loc[only, 'fault'])} against {_fmt(e2e.loc[only, 'heal'])}.")
+        elif len(e2e):
             ratio = (e2e["fault"] / e2e["heal"]).sort_values(ascending=False)
             worst, best = ratio.index[0], ratio.index[-1]
             lines.append(f"- **End-to-end p99, fault phase against healed phase**: the highest ratio is "
@@ -248,17 +252,34 @@ def answer(result: FamilyRun, latency: pd.DataFrame, throughput: pd.DataFrame) -
                     f"{label} ({_fmt(r.heal)} against {_fmt(r.steady)})" for label, r in slow.iterrows()) + "."))
     put = latency[latency.op == "put"].pivot_table(index="label", columns="phase", values="p99_ns", sort=False)
     if "fault" in put.columns and put["fault"].notna().any():
-        fastest = put["fault"].idxmin()
-        lines.append(f"- **Put p99 in the fault phase**: fastest {fastest} ({_fmt(put.loc[fastest, 'fault'])}), "
-                     f"slowest {put['fault'].idxmax()} ({_fmt(put['fault'].max())}).")
+        done = put["fault"].dropna()
+        if len(done) == 1:
+            lines.append(f"- **Put p99 in the fault phase**: only {done.index[0]} completed puts "
+                         f"({_fmt(done.iloc[0])}).")
+        else:
+            lines.append(f"- **Put p99 in the fault phase**: fastest {done.idxmin()} ({_fmt(done.min())}), "
+                         f"slowest {done.idxmax()} ({_fmt(done.max())})"
+                         + (f"; no put completed on {', '.join(put.index[put['fault'].isna()])}" if
+                            put["fault"].isna().any() else "") + ".")
     # throughput
     gets = throughput[throughput.op == "get"].pivot_table(index="label", columns="phase", values="ops_per_s",
                                                           sort=False)
     if {"fault", "heal"} <= set(gets.columns):
         gets = gets.dropna(subset=["fault", "heal"])
-        if len(gets):
-            drop = (gets["fault"] / gets["heal"].where(gets["heal"] > 0)).sort_values()
-            lines.append(f"- **Deliveries per second, fault phase against healed phase**: {drop.index[0]} keeps "
-                         f"{drop.iloc[0]:.0%} ({gets.loc[drop.index[0], 'fault']:,.0f}/s against "
-                         f"{gets.loc[drop.index[0], 'heal']:,.0f}/s), {drop.index[-1]} {drop.iloc[-1]:.0%}.")
+        stopped = gets.index[gets["fault"] == 0]
+        if len(stopped) == len(gets) and len(gets):
+            lines.append("- **Deliveries in the fault phase**: none, on every design; after the heal "
+                         + ", ".join(f"{label} {rate:,.0f}/s" for label, rate in gets["heal"].items()) + ".")
+        elif len(gets):
+            if len(stopped):
+                lines.append(f"- **Deliveries in the fault phase**: none on {', '.join(stopped)}.")
+            going = gets.drop(stopped)
+            kept = (going["fault"] / going["heal"].where(going["heal"] > 0)).dropna().sort_values()
+            if len(kept):
+                lines.append(f"- **Deliveries per second, fault phase against healed phase**: {kept.index[0]} "
+                             f"keeps {kept.iloc[0]:.0%} ({going.loc[kept.index[0], 'fault']:,.0f}/s against "
+                             f"{going.loc[kept.index[0], 'heal']:,.0f}/s)"
+                             + (f", {kept.index[-1]} {kept.iloc[-1]:.0%} ({going.loc[kept.index[-1], 'fault']:,.0f}"
+                                f"/s against {going.loc[kept.index[-1], 'heal']:,.0f}/s)" if len(kept) > 1 else "")
+                             + ".")
     return "\n".join(lines)

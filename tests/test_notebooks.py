@@ -16,6 +16,12 @@ NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 # name -> (papermill parameters, slow?)
 QUICK: dict[str, tuple[dict, bool]] = {
     "01-ideal-tour.ipynb": ({"scale": 0.2}, False),
+    "02-compare-designs.ipynb": ({"scale": 0.2, "workloads": ["steady", "gc-pause"],
+                                  "backends": ["ideal", "kestrel", "queuefka"]}, True),
+    "03-net-splits.ipynb": ({"scenarios": ["split-one"], "seeds": 1}, True),
+    "04-gc-pauses.ipynb": ({"scenarios": ["gc-long"], "seeds": 1}, True),
+    "05-delayed-writes.ipynb": ({"scenarios": ["late-writes"], "seeds": 1}, True),
+    "06-crashes.ipynb": ({"scenarios": ["crash-one"], "seeds": 1}, True),
     "07-live-vs-sim.ipynb": ({"designs": ["ideal", "kestrel"], "scale": 0.25, "fractions": [0.5],
                               "ramp_duration": 0.5}, True),
     "08-load-tests.ipynb": ({"designs": ["kestrel", "queuefka"], "users": 4, "duration": 3.0}, True),
