@@ -182,16 +182,16 @@ def _fmt(ns: float) -> str:
     return "-" if ns != ns else format_ns(ns)
 
 
-def timeline_run(result: FamilyRun, backend: str | None, scenario: str | None) -> pd.Series:
-    """The run to draw over time: seed 1's of (backend, scenario) if both ran, else the first run
-    of what did."""
+def timeline_run(result: FamilyRun, backend: str | None, scenario: str | None) -> dict:
+    """The run to draw over time (its row of ``result.runs``): the lowest seed's of
+    (backend, scenario) if both ran, else the first run of what did."""
     runs = result.runs.sort_values("seed", kind="stable")
     pick = runs
     if backend is not None:
         pick = pick[pick.backend == backend] if (pick.backend == backend).any() else pick
     if scenario is not None:
         pick = pick[pick.scenario == scenario] if (pick.scenario == scenario).any() else pick
-    return pick.iloc[0]
+    return pick.iloc[0].to_dict()
 
 
 def answer(result: FamilyRun, latency: pd.DataFrame, throughput: pd.DataFrame) -> str:
