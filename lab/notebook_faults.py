@@ -178,6 +178,10 @@ def wide_throughput(throughput: pd.DataFrame) -> pd.DataFrame:
     return wide.reindex(columns=[p for p in PHASES if p in wide.columns])
 
 
+def _times(ratio: float) -> str:
+    return f"{ratio:,.0f}×" if ratio >= 10 else f"{ratio:.2g}×"
+
+
 def _fmt(ns: float) -> str:
     return "-" if ns != ns else format_ns(ns)
 
@@ -238,8 +242,8 @@ def answer(result: FamilyRun, latency: pd.DataFrame, throughput: pd.DataFrame) -
             worst, best = ratio.index[0], ratio.index[-1]
             lines.append(f"- **End-to-end p99, fault phase against healed phase**: the highest ratio is "
                          f"{worst}'s, {_fmt(e2e.loc[worst, 'fault'])} against {_fmt(e2e.loc[worst, 'heal'])} "
-                         f"({ratio.iloc[0]:.2g}×), the lowest {best}'s ({_fmt(e2e.loc[best, 'fault'])} against "
-                         f"{_fmt(e2e.loc[best, 'heal'])}, {ratio.iloc[-1]:.2g}×)"
+                         f"({_times(ratio.iloc[0])}), the lowest {best}'s ({_fmt(e2e.loc[best, 'fault'])} against "
+                         f"{_fmt(e2e.loc[best, 'heal'])}, {_times(ratio.iloc[-1])})"
                          + ("; below 1×, the backlog the fault built up is delivered after the heal." if
                             ratio.iloc[-1] < 1 else "."))
     if "steady" in e2e.columns and "heal" in e2e.columns:

@@ -30,3 +30,47 @@ def schedule(faults, warmup=0.5, duration=3.5):
 ])
 def test_phase_seconds_follow_the_phase_rules(faults, expected):
     assert phase_seconds(schedule(faults)) == pytest.approx(expected)
+
+
+def fake_result(rows):
+    import pandas as pd
+
+    from lab.matrix import Matrix
+    from lab.notebook_faults import FamilyRun
+
+    runs = pd.DataFrame([{"run_id": f"{r['backend']}-{r['scenario']}-s{s}", "label": r["backend"],
+                          "scenario": r["scenario"], "seed": s} for r in rows for s in (1, 2)])
+    return FamilyRun("crashes", Matrix(None, {}, rows), runs, pd.DataFrame(), pd.DataFrame(), pd.DataFrame())
+
+
+def cell(backend, scenario, verdict="valid", lost=0, duplicated=0, inversions=0, late=None, reason=""):
+    return {"backend": backend, "options": "", "scenario": scenario, "verdict": verdict, "reason": reason,
+            "lost": lost, "duplicated": duplicated, "inversions": inversions, "recovered_in_time": late}
+
+
+def test_the_answer_says_who_lost_duplicated_and_how_the_fault_phase_compares():
+    import pandas as pd
+
+    from lab.notebook_faults import answer
+
+    result = fake_result([cell("kestrel", "crash-all", "allowed", lost=600), cell("kestrel", "crash-one"),
+                          cell("primer", "crash-all", duplicated=3, inversions=40, late=False),
+                          cell("queuefka", "crash-all", "invalid", lost=2, reason="acknowledged message lost")])
+    latency = pd.DataFrame([{"label": d, "backend": d, "op": op, "phase": ph, "p50_ns": v / 10, "p99_ns": v}
+                            for d, fault in (("kestrel", 4e8), ("primer", 2e6), ("queuefka", None))
+                            for op in ("put", "e2e")
+                            for ph, v in (("steady", 1e6), ("fault", fault), ("heal", 2e6))
+                            if v is not None])
+    throughput = pd.DataFrame([{"label": d, "backend": d, "op": "get", "phase": ph, "ops_per_s": v}
+                               for d, fault in (("kestrel", 150.0), ("primer", 300.0), ("queuefka", 0.0))
+                               for ph, v in (("steady", 300.0), ("fault", fault), ("heal", 300.0))])
+    text = answer(result, latency, throughput)
+    assert "2 seed(s)" in text and "`crash-all`, `crash-one`" in text
+    assert "**Broken promises**: queuefka (acknowledged message lost)" in text
+    assert "**Lost**: kestrel 600 (allowed); queuefka 2 (invalid)" in text
+    assert "**Duplicated**: primer 3." in text and "**Reordered** (inversions): primer 40." in text
+    assert "**Late to recover** (past the scenario's budget): primer in `crash-all`." in text
+    assert "the highest ratio is kestrel's, 400 ms against 2 ms (200×), the lowest primer's" in text
+    assert "**Deliveries in the fault phase**: none on queuefka." in text
+    assert "kestrel keeps 50% (150/s against 300/s), primer 100% (300/s against 300/s)" in text
+    assert "no put completed on queuefka" in text
