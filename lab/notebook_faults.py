@@ -79,6 +79,10 @@ def run_family(family: str, scenarios: Iterable[str] | None = None, backends: It
     """The family's scenarios (or ``scenarios``, which must belong to it) on every design
     (or ``backends``) over ``seeds`` seeds, as ``lab matrix`` runs them."""
     members = family_scenarios(family)
+    if isinstance(scenarios, str):  # papermill -p scenarios split-one: one name, not its letters
+        scenarios = [scenarios]
+    if isinstance(backends, str):
+        backends = [backends]
     chosen = list(scenarios) if scenarios else members
     strangers = [s for s in chosen if s not in members]
     if strangers:
