@@ -16,7 +16,8 @@ equal the baseline's exactly: any difference is ``changed`` and fails the gate; 
 change is intended, ``--update --reason "..."`` records it.
 
 Live: ``--repeats`` rounds; each round measures the calibration probe (``probe``: pure
-Python CPU work and loopback TCP round trips, under a second) and then runs every
+Python CPU work, and loopback TCP round trips to an echo server in a process of its own;
+under a second) and then runs every
 (design, workload) once, in an order shuffled per round from a fixed seed, so a slow
 stretch of the machine falls on every design alike. Each figure is normalised by the
 probe of its round against the baseline's (``lab.regress_stats.normalised``) and judged as
@@ -33,7 +34,15 @@ with other fields, is ``new`` or ``changed``: it fails until the baseline is upd
 ``--update`` runs the set and writes its figures into the baseline (replacing those
 entries, keeping the others), with the reason, date, git commit and machine appended to
 its history. Output: the table, and ``regress.json`` and ``regress.md`` under
-``results/regress/<time>/`` beside the runs.
+``results/regress/<time>/`` beside the runs. Exit status (``lab.cli``): 0 pass, 1 a
+regression (or a changed or new entry), 2 a mistake in the command, found before anything
+runs.
+
+Spark's JVM starts in a thread while the sim runs (sim figures do not depend on how fast
+the machine is), not beside the live runs. Tests show that the gate catches a slower
+design with the test hook ``QUEUE_LAB_INJECT_SLOWDOWN=DESIGN:FACTOR``
+(``lab.live.slowdown``: the live world's client requests to that design take FACTOR times
+as long; never set outside tests).
 """
 
 from __future__ import annotations
@@ -58,7 +67,7 @@ from lab.summary import MEASURED
 from lab.workload import Workload, load_workload
 
 #: the set's workloads: standard ones, shortened so the whole gate takes minutes
-WORKLOADS = {"steady": {"warmup": 0.5, "duration": 2.5}, "burst-reliable": {"warmup": 0.5, "duration": 2.0}}
+WORKLOADS = {"steady": {"warmup": 0.5, "duration": 2.0}, "burst-reliable": {"warmup": 0.5, "duration": 1.5}}
 WORLDS = ("sim", "live")
 DEFAULT_REPEATS = 4  # 4 against 4 rounds: the exact test can reach p = 1/70
 ORDER_SEED = 0  # the live rounds' shuffles
@@ -112,16 +121,29 @@ def choose(designs: Iterable[str] | None, workloads: Iterable[str] | None, world
 # ----------------------------------------------------------------------------- the probe
 
 
+#: the probe's echo server: a process of its own, as a design's server is
+ECHO = """import socket
+server = socket.socket()
+server.bind(("127.0.0.1", 0))
+server.listen(1)
+print(server.getsockname()[1], flush=True)
+conn, _ = server.accept()
+conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+while data := conn.recv(4096):
+    conn.sendall(data)
+"""
+
+
 def probe(round_trips: int = 300) -> dict[str, float]:
     """The machine's speed now: ``cpu_us``, the best of five runs of fixed pure-Python work
     (pickling small requests, as a server and client do), and ``rtt_us``, the median round
-    trip of 100 bytes over loopback TCP on the live world's event loop; ``probe_us`` is
-    their geometric mean, what live figures are normalised by."""
-    import asyncio
+    trip of 100 bytes over loopback TCP to an echo server in a process of its own (the
+    wake-ups of two processes, as a request to a design's server); ``probe_us`` is their
+    geometric mean, what live figures are normalised by."""
     import pickle
+    import socket
     import statistics
-
-    from lab.live.world import _run_event_loop
+    import sys
 
     def work() -> int:
         t0 = time.perf_counter_ns()
@@ -130,26 +152,26 @@ def probe(round_trips: int = 300) -> dict[str, float]:
         return time.perf_counter_ns() - t0
 
     cpu = min(work() for _ in range(5))
-
-    async def loopback() -> list[int]:
-        async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            while data := await reader.read(4096):
-                writer.write(data)
-
-        server = await asyncio.start_server(echo, "127.0.0.1", 0)
-        reader, writer = await asyncio.open_connection(*server.sockets[0].getsockname()[:2])
+    echo = subprocess.Popen([sys.executable, "-c", ECHO], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(echo.stdout.readline())  # type: ignore[union-attr]
         times = []
-        for i in range(round_trips + 20):
-            t0 = time.perf_counter_ns()
-            writer.write(b"p" * 100)
-            await reader.readexactly(100)
-            if i >= 20:
-                times.append(time.perf_counter_ns() - t0)
-        writer.close()
-        server.close()
-        return times
-
-    rtt = statistics.median(_run_event_loop(loopback()))
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for i in range(round_trips + 20):
+                t0 = time.perf_counter_ns()
+                conn.sendall(b"p" * 100)
+                got = 0
+                while got < 100:
+                    got += len(conn.recv(4096))
+                if i >= 20:
+                    times.append(time.perf_counter_ns() - t0)
+        echo.wait(timeout=10)
+    finally:
+        if echo.poll() is None:
+            echo.kill()
+            echo.wait()
+    rtt = statistics.median(times)
     return {"cpu_us": cpu / 1e3, "rtt_us": rtt / 1e3, "probe_us": (cpu * rtt) ** 0.5 / 1e3}
 
 

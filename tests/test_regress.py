@@ -181,7 +181,7 @@ def test_sim_figures_compared_exactly(capsys, tmp_path, spark):
 @pytest.mark.slow
 def test_gate_fails_on_an_injected_slowdown_and_passes_twice_unchanged(capsys, tmp_path, monkeypatch, spark):
     baseline = tmp_path / "baseline.json"
-    narrow = ["--designs", "kestrel", "--workloads", "burst-reliable", "--worlds", "live", "--repeats", "4",
+    narrow = ["--designs", "kestrel", "--workloads", "steady", "--worlds", "live", "--repeats", "4",
               "--baseline", baseline]
     code, _ = gate(capsys, *narrow, "--update", "--reason", "a test baseline", "--out", tmp_path / "base")
     assert code == 0
@@ -194,4 +194,7 @@ def test_gate_fails_on_an_injected_slowdown_and_passes_twice_unchanged(capsys, t
     assert code == 1, out
     regressed = [l for l in out.splitlines() if l.rstrip().endswith("REGRESSED")]
     assert regressed and all(l.startswith("kestrel") for l in regressed), out
-    assert any("put p50" in l for l in regressed), out
+    assert any("steady" in l and "put p50" in l for l in regressed), out
+    saved = json.loads((tmp_path / "slow" / "regress.json").read_text())
+    put = next(r for r in saved["rows"] if r["metric"] == "put p50")
+    assert put["ratio"] >= 1.5 and put["p"] < 0.05
