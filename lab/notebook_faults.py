@@ -232,7 +232,8 @@ def answer(result: FamilyRun, latency: pd.DataFrame, throughput: pd.DataFrame) -
     late = cells[cells.recovered_in_time == False]  # noqa: E712 (None: no budget)
     if len(late):
         lines.append("- **Late to recover** (past the scenario's budget): " + "; ".join(
-            f"{r.label} in `{r.scenario}`" for r in late.itertuples()) + ".")
+            f"{label} in {', '.join(f'`{s}`' for s in rows.scenario)}"
+            for label, rows in late.groupby("label", sort=False)) + ".")
     # latency: fault against heal
     e2e = latency[latency.op == "e2e"].pivot_table(index="label", columns="phase", values="p99_ns", sort=False)
     if {"fault", "heal"} <= set(e2e.columns):
@@ -284,10 +285,12 @@ def answer(result: FamilyRun, latency: pd.DataFrame, throughput: pd.DataFrame) -
             going = gets.drop(stopped)
             kept = (going["fault"] / going["heal"].where(going["heal"] > 0)).dropna().sort_values()
             if len(kept):
-                lines.append(f"- **Deliveries per second, fault phase against healed phase**: {kept.index[0]} "
-                             f"keeps {kept.iloc[0]:.0%} ({going.loc[kept.index[0], 'fault']:,.0f}/s against "
-                             f"{going.loc[kept.index[0], 'heal']:,.0f}/s)"
-                             + (f", {kept.index[-1]} {kept.iloc[-1]:.0%} ({going.loc[kept.index[-1], 'fault']:,.0f}"
-                                f"/s against {going.loc[kept.index[-1], 'heal']:,.0f}/s)" if len(kept) > 1 else "")
+                lines.append(f"- **Deliveries per second, fault phase against healed phase**: "
+                             + ("the lowest share " if len(kept) > 1 else "")
+                             + f"{kept.index[0]}'s, {kept.iloc[0]:.0%} ({going.loc[kept.index[0], 'fault']:,.0f}/s "
+                             f"against {going.loc[kept.index[0], 'heal']:,.0f}/s)"
+                             + (f", the highest {kept.index[-1]}'s, {kept.iloc[-1]:.0%} "
+                                f"({going.loc[kept.index[-1], 'fault']:,.0f}/s against "
+                                f"{going.loc[kept.index[-1], 'heal']:,.0f}/s)" if len(kept) > 1 else "")
                              + ".")
     return "\n".join(lines)

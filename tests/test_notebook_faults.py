@@ -55,6 +55,7 @@ def test_the_answer_says_who_lost_duplicated_and_how_the_fault_phase_compares():
 
     result = fake_result([cell("kestrel", "crash-all", "allowed", lost=600), cell("kestrel", "crash-one"),
                           cell("primer", "crash-all", duplicated=3, inversions=40, late=False),
+                          cell("primer", "crash-one", late=False),
                           cell("queuefka", "crash-all", "invalid", lost=2, reason="acknowledged message lost")])
     latency = pd.DataFrame([{"label": d, "backend": d, "op": op, "phase": ph, "p50_ns": v / 10, "p99_ns": v}
                             for d, fault in (("kestrel", 4e8), ("primer", 2e6), ("queuefka", None))
@@ -69,8 +70,9 @@ def test_the_answer_says_who_lost_duplicated_and_how_the_fault_phase_compares():
     assert "**Broken promises**: queuefka (acknowledged message lost)" in text
     assert "**Lost**: kestrel 600 (allowed); queuefka 2 (invalid)" in text
     assert "**Duplicated**: primer 3." in text and "**Reordered** (inversions): primer 40." in text
-    assert "**Late to recover** (past the scenario's budget): primer in `crash-all`." in text
+    assert "**Late to recover** (past the scenario's budget): primer in `crash-all`, `crash-one`." in text
     assert "the highest ratio is kestrel's, 400 ms against 2 ms (200×), the lowest primer's" in text
     assert "**Deliveries in the fault phase**: none on queuefka." in text
-    assert "kestrel keeps 50% (150/s against 300/s), primer 100% (300/s against 300/s)" in text
+    assert ("the lowest share kestrel's, 50% (150/s against 300/s), the highest primer's, 100% (300/s against "
+            "300/s)") in text
     assert "no put completed on queuefka" in text
