@@ -94,6 +94,25 @@ class Workload:
             return self.warmup + self.duration
         return self.messages / self.rate if self.rate else None
 
+    def scaled(self, factor: float) -> "Workload":
+        """The workload ``factor`` times as long: warm-up, duration (or message count, at least
+        10), each fault's start and length. Not the recovery budget: how fast a design recovers
+        does not scale with the load. Notebooks use it for quick versions of a workload."""
+        from dataclasses import replace
+
+        if not factor > 0:
+            raise WorkloadError(f"{self.source}: a scale must be a positive number, not {factor!r}")
+        if factor == 1.0:
+            return self
+        changes: dict[str, Any] = {
+            "warmup": self.warmup * factor,
+            "faults": tuple(replace(f, at=f.at * factor, duration=f.duration * factor) for f in self.faults)}
+        if self.duration is not None:
+            changes["duration"] = self.duration * factor
+        elif self.messages is not None:
+            changes["messages"] = max(10, int(self.messages * factor))
+        return replace(self, **changes)
+
     def with_seed(self, seed: int) -> "Workload":
         from dataclasses import replace
 

@@ -138,3 +138,16 @@ def test_missing_file_and_bad_yaml_and_non_mapping(tmp_path):
     bad.write_text("- just\n- a list\n")
     with pytest.raises(WorkloadError, match="mapping"):
         load_workload(bad)
+
+
+def test_scaled_shortens_durations_message_counts_and_faults_not_the_recovery_budget():
+    w = load_workload("gc-pause")
+    quick = w.scaled(0.5)
+    assert quick.warmup == w.warmup * 0.5
+    assert (quick.duration, quick.messages) == ((w.duration * 0.5, None) if w.duration is not None
+                                                else (None, max(10, int(w.messages * 0.5))))
+    assert [(f.at, f.duration) for f in quick.faults] == [(f.at * 0.5, f.duration * 0.5) for f in w.faults]
+    assert quick.faults and quick.recover_within == w.recover_within
+    assert w.scaled(1.0) is w
+    with pytest.raises(WorkloadError, match="positive"):
+        w.scaled(0)
