@@ -115,6 +115,16 @@ def plot_latency_quantiles(ax, series: Mapping[tuple[str, str], Latencies], titl
         ax.legend(fontsize=7)
 
 
+def _finish(fig: Figure, title: str | None, path) -> Figure:
+    """Every figure's last steps: its title, a tight layout, and a PNG at ``path`` if given."""
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
+
+
 def decade_label(ns: float) -> str:
     """A decade of nanoseconds with its unit: 100 µs, 1 ms, 10 s."""
     for unit, size in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
@@ -244,12 +254,7 @@ def timeline_figure(samples: pa.Table, *, bin_s: float = 0.1, faults: Sequence[t
         ax.grid(True, which="major", alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7, loc="upper right")
-    if title:
-        fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=110)
-    return fig
+    return _finish(fig, title, path)
 
 
 _OP_COLOURS = {"put": "#1f77b4", "get": "#2ca02c"}
@@ -437,12 +442,7 @@ def latency_figure(panels: Mapping[str, Mapping[tuple[str, str], Latencies]], pa
         plot_latency_quantiles(ax, series, panel)
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
-    if title:
-        fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=110)
-    return fig
+    return _finish(fig, title, path)
 
 
 # --- live-vs-sim and load tests
@@ -492,12 +492,7 @@ def saturation_figure(ramps: Mapping[tuple[str, str], Mapping[int, float]], *, t
     ax.grid(True, which="major", alpha=0.3)
     ax.set_title("saturation ramp (ringed: each line's most)", fontsize=10)
     ax.legend(fontsize=7, ncol=2)
-    if title:
-        fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=110)
-    return fig
+    return _finish(fig, title, path)
 
 
 def _ratio_label(value: float) -> str:
@@ -545,12 +540,7 @@ def ratio_figure(ratios: Mapping[str, Mapping[str, float | None]], goal: Mapping
     ax.grid(True, axis="y", which="major", alpha=0.3)
     ax.set_title("calibrated sim against live (green: the goal)", fontsize=10)
     ax.legend(fontsize=7)
-    if title:
-        fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=110)
-    return fig
+    return _finish(fig, title, path)
 
 
 def series_figure(panels: Mapping[str, Mapping[tuple[str, str], tuple[Sequence[float], Sequence[float]]]], *,
@@ -578,9 +568,4 @@ def series_figure(panels: Mapping[str, Mapping[tuple[str, str], tuple[Sequence[f
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7, loc="lower right", ncol=2)
     axes[-1].set_xlabel(xlabel)
-    if title:
-        fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=110)
-    return fig
+    return _finish(fig, title, path)
