@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lab.regress_stats import CHANGED, FAILING, HIGHER, LOWER, NEW, OK, Judgement, judge, normalised
+from lab.regress_stats import CHANGED, FAILING, HIGHER, LOWER, NEW, OK, REGRESSED, Judgement, judge, normalised
 from lab.summary import format_ns
 
 if TYPE_CHECKING:
@@ -154,7 +154,10 @@ def verdict_lines(rows: list[Row], update: bool) -> list[str]:
         return [f"PASS: nothing regressed ({len(rows)} rows)"]
     lines = [f"FAIL: {len(bad)} of {len(rows)} rows: " + ", ".join(
         f"{r.design} {r.workload} {r.world} {r.metric} {r.status}" for r in bad[:8]) + (" ..." if len(bad) > 8 else "")]
-    if any(r.world == "sim" and r.status in (CHANGED, NEW) for r in bad) or any(r.status == NEW for r in bad):
-        lines.append("the sim figures are deterministic: if the change is intended, run the gate again with "
-                     "--update --reason \"why\" and commit the baseline")
+    if any(r.status == REGRESSED for r in bad):
+        lines.append(f"REGRESSED: the median moved past the metric's factor and a one-sided Mann-Whitney U test over "
+                     f"the rounds gives p < {ALPHA:g}")
+    if any(r.status in (CHANGED, NEW) for r in bad):
+        lines.append("changed or new: the sim figures are deterministic, so any difference is a change; if it is "
+                     "intended, run the gate again with --update --reason \"why\" and commit the baseline")
     return lines
