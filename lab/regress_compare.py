@@ -4,14 +4,15 @@ figures of one gate run against the baseline's, row by row, and the table of the
 Sim figures must equal the baseline's exactly (``changed`` otherwise). Live metrics are
 ``LIVE_METRICS``: each with the way it gets worse, its tolerance factor, and the workloads
 in which it gates (elsewhere it is reported: ``worse`` does not fail the gate); each is
-judged on its per-round values normalised by the rounds' probes
-(``lab.regress_stats``). An entry the baseline lacks is ``new``; one whose workload the
+judged on its per-round values, normalised by the median of the run's probes against
+the baseline's (``lab.regress_stats``). An entry the baseline lacks is ``new``; one whose workload the
 baseline knew with other fields is ``changed``. Both fail until the baseline is updated.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from statistics import median
 from typing import TYPE_CHECKING, Any
 
 from lab.regress_stats import CHANGED, FAILING, HIGHER, LOWER, NEW, OK, REGRESSED, Judgement, judge, normalised
@@ -112,15 +113,15 @@ def compare(figures: "Figures", baseline: dict[str, Any]) -> list[Row]:
             what = "not in the baseline" if base is None else "its workload differs from the baseline's"
             rows.append(Row(design, name, "live", what, None, None, None, None, status))
             continue
-        reference = sorted(base["probe_us"])[len(base["probe_us"]) // 2]
+        # each run's figures at the speed of its rounds' median probe: one round's probe is noisier
+        # than the machine's speed changes within a run (which the interleaving spreads over all)
+        reference, speed = median(base["probe_us"]), median(entry["probe_us"])
         for m in LIVE_METRICS:
             factor, gates = m.judged_by(name)
-            old = [v for v, p in zip(base["figures"].get(m.name, []), base["probe_us"]) if v is not None]
-            old_probes = [p for v, p in zip(base["figures"].get(m.name, []), base["probe_us"]) if v is not None]
+            old = [v for v in base["figures"].get(m.name, []) if v is not None]
             new = [v for v in entry["figures"][m.name] if v is not None]
-            new_probes = [p for v, p in zip(entry["figures"][m.name], entry["probe_us"]) if v is not None]
-            j: Judgement = judge(normalised(old, old_probes, reference, m.worse),
-                                 normalised(new, new_probes, reference, m.worse), m.worse, factor, ALPHA, gates)
+            j: Judgement = judge(normalised(old, [reference] * len(old), reference, m.worse),
+                                 normalised(new, [speed] * len(new), reference, m.worse), m.worse, factor, ALPHA, gates)
             rows.append(Row(design, name, "live", m.name, j.baseline, j.now, j.ratio, j.p, j.status, gates))
     return rows
 

@@ -9,10 +9,11 @@ values (each round one sample), exact: the null distribution of the rank sum is 
 over every way to split the pooled ranks (mid-ranks for ties), not approximated. With n
 and m rounds the smallest p-value it can give is 1 / C(n + m, n) (0.05 for 3 against 3).
 
-Normalisation: a live figure is scaled by the probe measured in its own round against the
-baseline's probe (median of its rounds): a latency by baseline probe / round probe, a
-throughput by round probe / baseline probe, so a machine that is uniformly faster or
-slower than the baseline's does not look like a change of the design.
+Normalisation: a live figure is scaled by the probe (``lab.regress.probe``, measured in
+every round; ``lab.regress_compare`` passes the median of a run's rounds) against the
+baseline's: a latency by baseline probe / probe now, a throughput by probe now / baseline
+probe, so a machine that is uniformly faster or slower than the baseline's does not look
+like a change of the design.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def smallest_p(n: int, m: int) -> float:
 
 def normalised(values: Sequence[float], probes: Sequence[float], reference: float, worse: str) -> list[float]:
     """Per-round values at the speed of ``reference``: a latency (``worse`` = higher) times
-    reference / its round's probe, a throughput times its round's probe / reference."""
+    reference / its probe, a throughput times its probe / reference."""
     if len(values) != len(probes):
         raise ValueError(f"{len(values)} values but {len(probes)} probes")
     if worse == HIGHER:

@@ -192,7 +192,8 @@ def test_gate_fails_on_an_injected_slowdown_and_passes_twice_unchanged(capsys, t
     monkeypatch.setenv(ENV, "kestrel:2")
     code, out = gate(capsys, *narrow, "--out", tmp_path / "slow")
     assert code == 1, out
-    regressed = [l for l in out.splitlines() if l.rstrip().endswith("REGRESSED")]
+    table = [l for l in out.splitlines() if " live " in l and not l.startswith(("FAIL", "REGRESSED"))]
+    regressed = [l for l in table if l.rstrip().endswith("REGRESSED")]
     assert regressed and all(l.startswith("kestrel") for l in regressed), out
     assert any("steady" in l and "put p50" in l for l in regressed), out
     saved = json.loads((tmp_path / "slow" / "regress.json").read_text())

@@ -9,9 +9,10 @@ exchange on a connection to a stretched node (``LiveNet.connect``) and each call
 the time the reply took. Server processes and the sim world never see it; unset, it
 changes nothing.
 
-The extra wait yields to the event loop: asyncio's own sleep for the part above a
-millisecond (uvloop's timers have millisecond steps), then turns of the loop until the
-deadline, so the other clients of the process go on meanwhile.
+The extra wait leaves the event loop free and the process idle, as a slower server would:
+asyncio's own sleep for the part above two milliseconds (the loop's timers have millisecond
+steps), the rest but ``WAKE_UP`` in a thread of the hook's own pool (``time.sleep`` has
+finer steps), then turns of the loop until the deadline.
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, TypeVar
 
 from lab.live.streams import LiveConnection
 
 ENV = "QUEUE_LAB_INJECT_SLOWDOWN"
+WAKE_UP = 0.0002  # seconds: what a sleeping thread and the loop it wakes take beyond the sleep
 T = TypeVar("T")
 
 
@@ -44,13 +47,22 @@ def injected(value: str | None = None) -> dict[str, float]:
     return found
 
 
+_sleepers: ThreadPoolExecutor | None = None
+
+
 async def stretch(started_ns: int, factor: float) -> None:
     """Wait until the time since ``started_ns`` (perf_counter_ns) is ``factor`` times what it is now."""
+    global _sleepers
     now = time.perf_counter_ns()
     deadline = now + round((now - started_ns) * (factor - 1))
-    coarse = (deadline - now) / 1e9 - 0.001
+    coarse = (deadline - now) / 1e9 - 0.002
     if coarse > 0:
         await asyncio.sleep(coarse)
+    left = (deadline - time.perf_counter_ns()) / 1e9 - WAKE_UP
+    if left > 0:
+        if _sleepers is None:
+            _sleepers = ThreadPoolExecutor(max_workers=64, thread_name_prefix="slowdown")
+        await asyncio.get_running_loop().run_in_executor(_sleepers, time.sleep, left)
     while time.perf_counter_ns() < deadline:
         await asyncio.sleep(0)
 
