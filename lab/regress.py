@@ -16,16 +16,15 @@ equal the baseline's exactly: any difference is ``changed`` and fails the gate; 
 change is intended, ``--update --reason "..."`` records it.
 
 Live: ``--repeats`` rounds; each round measures the calibration probe (``probe``: pure
-Python CPU work, and loopback TCP round trips to an echo server in a process of its own;
-under a second) and then runs every
+Python CPU work and loopback TCP round trips, under a second) and then runs every
 (design, workload) once, in an order shuffled per round from a fixed seed, so a slow
-stretch of the machine falls on every design alike. Each figure is normalised by the
-probe of its round against the baseline's (``lab.regress_stats.normalised``) and judged as
-asv does (``lab.regress_stats.judge``): REGRESSED only when the ratio of the medians
-passes the metric's tolerance factor *and* a one-sided Mann–Whitney U test over the rounds
-gives p < ``ALPHA``. Which metrics gate, and their factors, are in ``LIVE_METRICS``; the
-rest are reported (``worse`` when past their factor, which does not fail the gate). The
-factors are wide because the committed baseline was measured on another machine than
+stretch of the machine falls on every design alike. A run's figures are normalised by
+the median of its rounds' probes against the baseline's (``lab.regress_stats.normalised``)
+and judged as asv does (``lab.regress_stats.judge``): REGRESSED only when the ratio of
+the medians passes the metric's tolerance factor *and* a one-sided Mann–Whitney U test
+over the rounds gives p < ``ALPHA``. Which metrics gate, and their factors, are in
+``LIVE_METRICS``; the rest are reported (``worse`` when past their factor, which does not
+fail the gate). The factors are wide because the committed baseline was measured on another machine than
 CI's, and because live figures move between runs on the same machine (README, "The
 regression gate", has the spread measured).
 
@@ -121,29 +120,21 @@ def choose(designs: Iterable[str] | None, workloads: Iterable[str] | None, world
 # ----------------------------------------------------------------------------- the probe
 
 
-#: the probe's echo server: a process of its own, as a design's server is
-ECHO = """import socket
-server = socket.socket()
-server.bind(("127.0.0.1", 0))
-server.listen(1)
-print(server.getsockname()[1], flush=True)
-conn, _ = server.accept()
-conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-while data := conn.recv(4096):
-    conn.sendall(data)
-"""
-
-
 def probe(round_trips: int = 300) -> dict[str, float]:
     """The machine's speed now: ``cpu_us``, the best of five runs of fixed pure-Python work
     (pickling small requests, as a server and client do), and ``rtt_us``, the median round
-    trip of 100 bytes over loopback TCP to an echo server in a process of its own (the
-    wake-ups of two processes, as a request to a design's server); ``probe_us`` is their
-    geometric mean, what live figures are normalised by."""
+    trip of 100 bytes over loopback TCP to an echo server on the live world's event loop in
+    this process; ``probe_us`` is their geometric mean, what live figures are normalised by.
+
+    The echo server is in this process on purpose: to one in a process of its own, the
+    round trip took one of two values far apart from round to round (whether the two
+    processes woke each other on one core or across two), and a probe is to say how fast
+    the machine is, not where the scheduler put a process."""
+    import asyncio
     import pickle
-    import socket
     import statistics
-    import sys
+
+    from lab.live.world import _run_event_loop
 
     def work() -> int:
         t0 = time.perf_counter_ns()
@@ -152,26 +143,26 @@ def probe(round_trips: int = 300) -> dict[str, float]:
         return time.perf_counter_ns() - t0
 
     cpu = min(work() for _ in range(5))
-    echo = subprocess.Popen([sys.executable, "-c", ECHO], stdout=subprocess.PIPE, text=True)
-    try:
-        port = int(echo.stdout.readline())  # type: ignore[union-attr]
+
+    async def loopback() -> list[int]:
+        async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            while data := await reader.read(4096):
+                writer.write(data)
+
+        server = await asyncio.start_server(echo, "127.0.0.1", 0)
+        reader, writer = await asyncio.open_connection(*server.sockets[0].getsockname()[:2])
         times = []
-        with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            for i in range(round_trips + 20):
-                t0 = time.perf_counter_ns()
-                conn.sendall(b"p" * 100)
-                got = 0
-                while got < 100:
-                    got += len(conn.recv(4096))
-                if i >= 20:
-                    times.append(time.perf_counter_ns() - t0)
-        echo.wait(timeout=10)
-    finally:
-        if echo.poll() is None:
-            echo.kill()
-            echo.wait()
-    rtt = statistics.median(times)
+        for i in range(round_trips + 20):
+            t0 = time.perf_counter_ns()
+            writer.write(b"p" * 100)
+            await reader.readexactly(100)
+            if i >= 20:
+                times.append(time.perf_counter_ns() - t0)
+        writer.close()
+        server.close()
+        return times
+
+    rtt = statistics.median(_run_event_loop(loopback()))
     return {"cpu_us": cpu / 1e3, "rtt_us": rtt / 1e3, "probe_us": (cpu * rtt) ** 0.5 / 1e3}
 
 
@@ -271,7 +262,8 @@ def _plain(value: Any) -> Any:
     if value is None or value != value:
         return None
     as_float = float(value)
-    return int(as_float) if as_float.is_integer() and abs(as_float) < 2**53 and not isinstance(value, float) else as_float
+    whole = as_float.is_integer() and abs(as_float) < 2**53 and not isinstance(value, float)
+    return int(as_float) if whole else as_float
 
 
 # ----------------------------------------------------------------------------- baseline and output
@@ -304,9 +296,9 @@ def provenance(reason: str) -> dict[str, Any]:
 
 
 def updated(baseline: dict[str, Any], figures: Figures, reason: str, repeats: int) -> dict[str, Any]:
-    out = {"format": FORMAT, "history": [*baseline.get("history", []), {**provenance(reason), "repeats": repeats,
-                                                                       "entries": [f"sim {k}" for k in sorted(figures.sim)]
-                                                                                  + [f"live {k}" for k in sorted(figures.live)]}],
+    entries = [f"sim {k}" for k in sorted(figures.sim)] + [f"live {k}" for k in sorted(figures.live)]
+    change = {**provenance(reason), "repeats": repeats, "entries": entries}
+    out = {"format": FORMAT, "history": [*baseline.get("history", []), change],
            "sim": {**baseline.get("sim", {}), **figures.sim}, "live": {**baseline.get("live", {}), **figures.live}}
     out["sim"] = dict(sorted(out["sim"].items()))
     out["live"] = dict(sorted(out["live"].items()))
