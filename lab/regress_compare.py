@@ -87,12 +87,18 @@ def _show(metric: str, value: Any) -> str:
     return f"{value:,.6g}"
 
 
+def same_workload(before: dict[str, Any], now: dict[str, Any]) -> bool:
+    """Whether a workload is the one the baseline ran: every field the baseline recorded is
+    the same now (a field added to workloads since, at its default, changes no figure)."""
+    return all(now.get(name) == value for name, value in before.items())
+
+
 def compare(figures: "Figures", baseline: dict[str, Any]) -> list[Row]:
     rows: list[Row] = []
     for k, entry in sorted(figures.sim.items()):
         name, design = k.split("/")
         base = baseline.get("sim", {}).get(k)
-        if base is None or base["workload"] != entry["workload"]:
+        if base is None or not same_workload(base["workload"], entry["workload"]):
             status = NEW if base is None else CHANGED
             what = "not in the baseline" if base is None else "its workload differs from the baseline's"
             rows.append(Row(design, name, "sim", what, None, None, None, None, status))
@@ -108,7 +114,7 @@ def compare(figures: "Figures", baseline: dict[str, Any]) -> list[Row]:
     for k, entry in sorted(figures.live.items()):
         name, design = k.split("/")
         base = baseline.get("live", {}).get(k)
-        if base is None or base["workload"] != entry["workload"]:
+        if base is None or not same_workload(base["workload"], entry["workload"]):
             status = NEW if base is None else CHANGED
             what = "not in the baseline" if base is None else "its workload differs from the baseline's"
             rows.append(Row(design, name, "live", what, None, None, None, None, status))

@@ -173,6 +173,21 @@ def test_sim_figures_compared_exactly(capsys, tmp_path, spark):
     assert "--update --reason" in out
     saved = json.loads((tmp_path / "o3" / "regress.json").read_text())
     assert not saved["passed"] and [r["metric"] for r in saved["rows"] if r["status"] == "changed"] == ["put.p99_ns"]
+    # the workload the baseline ran is not the one in the set now: changed, whatever the figures
+    figures["put.p99_ns"] /= 1.01
+    data["sim"]["steady/ideal"]["workload"]["rate"] = 500.0
+    baseline.write_text(json.dumps(data))
+    code, out = gate(capsys, *narrow, "--out", tmp_path / "o4")
+    assert code == 1 and "workload differs from the baseline's" in out
+
+
+def test_a_field_added_to_workloads_is_the_same_workload():
+    from lab.regress_compare import same_workload
+
+    before = {"name": "steady", "rate": 1000.0}
+    assert same_workload(before, {**before, "new_field": None})
+    assert not same_workload(before, {**before, "rate": 500.0})
+    assert not same_workload({**before, "gone": 1}, before)
 
 
 # ----------------------------------------------------------------------------- the acceptance (live)
