@@ -93,15 +93,22 @@ def same_workload(before: dict[str, Any], now: dict[str, Any]) -> bool:
     return all(now.get(name) == value for name, value in before.items())
 
 
+def _unknown(design: str, name: str, world: str, base: dict[str, Any] | None, entry: dict[str, Any]) -> Row | None:
+    """The row of an entry the baseline cannot judge (``new``, or ``changed``: another workload); None if it can."""
+    if base is None:
+        return Row(design, name, world, "not in the baseline", None, None, None, None, NEW)
+    if not same_workload(base["workload"], entry["workload"]):
+        return Row(design, name, world, "its workload differs from the baseline's", None, None, None, None, CHANGED)
+    return None
+
+
 def compare(figures: "Figures", baseline: dict[str, Any]) -> list[Row]:
     rows: list[Row] = []
     for k, entry in sorted(figures.sim.items()):
         name, design = k.split("/")
         base = baseline.get("sim", {}).get(k)
-        if base is None or not same_workload(base["workload"], entry["workload"]):
-            status = NEW if base is None else CHANGED
-            what = "not in the baseline" if base is None else "its workload differs from the baseline's"
-            rows.append(Row(design, name, "sim", what, None, None, None, None, status))
+        if (unknown := _unknown(design, name, "sim", base, entry)) is not None:
+            rows.append(unknown)
             continue
         old, new = base["figures"], entry["figures"]
         differ = [m for m in sorted(set(old) | set(new)) if old.get(m, "absent") != new.get(m, "absent")]
@@ -114,10 +121,8 @@ def compare(figures: "Figures", baseline: dict[str, Any]) -> list[Row]:
     for k, entry in sorted(figures.live.items()):
         name, design = k.split("/")
         base = baseline.get("live", {}).get(k)
-        if base is None or not same_workload(base["workload"], entry["workload"]):
-            status = NEW if base is None else CHANGED
-            what = "not in the baseline" if base is None else "its workload differs from the baseline's"
-            rows.append(Row(design, name, "live", what, None, None, None, None, status))
+        if (unknown := _unknown(design, name, "live", base, entry)) is not None:
+            rows.append(unknown)
             continue
         # each run's figures at the speed of its rounds' median probe: one round's probe is noisier
         # than the machine's speed changes within a run (which the interleaving spreads over all)
