@@ -267,7 +267,7 @@ VERDICT_LEVEL = {VALID: 0, ALLOWED: 1, INVALID: 2}
 def verdict_grid(ax, cells: Mapping[tuple[str, str], tuple[str, str]], title: str | None = None) -> None:
     """On ``ax``: ``cells`` maps (row, column) to (verdict, text); rows and columns in
     first-seen order; each cell coloured by its verdict (valid green, allowed amber,
-    invalid red; no cell: blank) with its text on it."""
+    invalid red; no cell: blank, marked "not run") with its text on it."""
     from matplotlib.colors import ListedColormap
 
     columns = list(dict.fromkeys(c for _, c in cells))
@@ -280,6 +280,8 @@ def verdict_grid(ax, cells: Mapping[tuple[str, str], tuple[str, str]], title: st
             cell = cells.get((label, column))
             if cell is not None:
                 ax.text(j, i, cell[1], ha="center", va="center", fontsize=7)
+            else:  # a combination that did not run (a fault schedule live on the in-process control)
+                ax.text(j, i, "not run", ha="center", va="center", fontsize=7, color="grey")
     ax.set_xticks(range(len(columns)), columns, rotation=45, ha="right", fontsize=8)
     ax.set_yticks(range(len(labels)), labels, fontsize=8)
     if title:

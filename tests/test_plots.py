@@ -206,8 +206,8 @@ def test_the_verdict_heatmap_colours_each_cell_by_its_verdict_and_writes_its_num
     rgba = image.to_rgba(image.get_array())
     assert to_hex(rgba[0][0]) == VERDICT_COLOURS["allowed"] and to_hex(rgba[0][1]) == VERDICT_COLOURS["valid"]
     assert to_hex(rgba[1][0]) == VERDICT_COLOURS["invalid"]
-    assert rgba[1][1][3] == 0  # no such cell: blank
-    assert sorted(t.get_text() for t in ax.texts) == ["0/0", "3/1\nlate", "600/0"]
+    assert rgba[1][1][3] == 0  # no such cell: blank, and said so
+    assert sorted(t.get_text() for t in ax.texts) == ["0/0", "3/1\nlate", "600/0", "not run"]
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["valid", "allowed", "invalid"]
 
 
