@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import pytest
 
 from lab.runner import run
 from lab.verdict import INVALID, VALID
@@ -52,6 +53,7 @@ def test_a_pause_of_one_node_loses_nothing(tmp_path):
     assert v.lost == 0 and v.unexpected == 0 and v.judgement.verdict == VALID, v.judgement.reason
 
 
+@pytest.mark.slow  # 82 s in CI, the slowest of the fast tier: three live processes, a crash, AOF replay, the drain
 def test_a_crash_of_one_node_with_files_and_w_2_loses_nothing_acknowledged(tmp_path):
     crash = [{"fault": "crash", "at": 1.0, "duration": 0.5, "target": "n2"}]
     result = run(_workload(crash, consumer_delay=1.5), "primer", "live", out=tmp_path / "run", progress=False,
