@@ -268,7 +268,8 @@ async def _main(control: Runtime, world: World, backend: Backend, workload: Work
 
 SPILL_FILE = "samples.spill.arrow"  # the recorder's batches while the run goes on; removed after
 #: the sample columns the checker and the one-run summary read
-CHECKED_COLUMNS = ("op", "client", "msg_id", "t_start_ns", "latency_ns", "outcome", "phase", "delay_ns")
+CHECKED_COLUMNS = ("op", "client", "node", "queue", "msg_id", "t_start_ns", "latency_ns", "outcome", "error", "phase",
+                   "delay_ns")
 
 
 def write_samples_phased(recorder: Recorder, path: Path, warmup_end_ns: int, drain_start_ns: int | None) -> int:

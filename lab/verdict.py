@@ -1,23 +1,32 @@
 """Promises a design declares, and the one rule that holds a run's counts to them.
 
 A design says, per option set and read mode, what it promises (``Promises``): its
-delivery (at-most-once, at-least-once, exactly-once), its order (FIFO per queue or
-none), and the anomalies it permits under which kinds of fault (``Allowance``: "a crash
-may lose acknowledged messages: syncJournal=never loses the unsynced tail"). ``judge``
-turns a run's counts, those promises and the run's fault kinds into one verdict:
+delivery (at-most-once, at-least-once, exactly-once), its order (FIFO per queue, FIFO per
+consumer, or none), how an unacknowledged delivery comes back (a lease that expires, a
+connection that closes), and the anomalies it permits under which faults (``Allowance``:
+"a crash may lose acknowledged messages: syncJournal=never loses the unsynced tail"),
+each with the messages such a fault could have hurt (its ``scope``: the message's holder
+crashed within its unsynced window, a get whose reply was cut could have taken it, the
+fault was in force while the message lived).
 
-- ``valid``: every promise kept. Duplicates under at-least-once and reordering under no
-  promised order are part of the promise (as in Jepsen's total-queue checker), so they
-  leave a run valid; the reason names them.
-- ``allowed``: an anomaly happened that the promises permit under one of the run's
-  faults; the reason names it and why it is permitted.
-- ``invalid``: a promise broken, named; or a run that is no evidence about delivery at
-  all (nothing attempted, nothing acknowledged, nothing delivered).
+Which anomaly each fault, lease or release explains is worked out per message from the
+history (``lab.attribution``); ``judge`` turns a run's counts, those explanations and the
+promises into one verdict:
+
+- ``valid``: every promise kept. Duplicates that a lease, a closed connection or a fault
+  explains are part of at-least-once, and reordering is part of no promised order, so
+  they leave a run valid; the reason names them.
+- ``allowed``: an anomaly happened that the promises permit, every one of them explained
+  by a fault that could have hurt that message; the reason names them and why.
+- ``invalid``: a promise broken, named — an anomaly that no fault, lease or release
+  explains — or a run that is no evidence about delivery at all (nothing attempted,
+  nothing acknowledged, nothing delivered).
 
 The checker (``lab.checker``) and the Spark pass (``lab.aggregate``) both call
 ``judge_run``; ``RunFacts`` is what either knows about a run (design, options, read
-mode, fault kinds), from the runner or from a run's ``manifest.json``. It imports no
-design: a design's promises are found through the registry when a run is judged.
+mode, fault kinds), from the runner or from a run's ``manifest.json``, whose verdict also
+holds the checker's explanations. It imports no design: a design's promises are found
+through the registry when a run is judged.
 """
 
 from __future__ import annotations
@@ -28,31 +37,74 @@ from typing import Any, Mapping
 
 AT_MOST_ONCE, AT_LEAST_ONCE, EXACTLY_ONCE = "at-most-once", "at-least-once", "exactly-once"
 DELIVERIES = (AT_MOST_ONCE, AT_LEAST_ONCE, EXACTLY_ONCE)
-FIFO, NO_ORDER = "FIFO per queue", "none"
-ORDERS = (FIFO, NO_ORDER)
+FIFO, NO_ORDER = "FIFO per queue", "none"  # FIFO per queue: real-time order, across consumers (``lab.order``)
+FIFO_PER_CONSUMER = "FIFO per consumer"  # real-time order among the messages one consumer got (a prefetching client)
+ORDERS = (FIFO, FIFO_PER_CONSUMER, NO_ORDER)
 ANOMALIES = ("lost", "duplicated", "reordered")
 ANY_FAULT = "any fault"  # an Allowance's fault kinds: whatever fault the run had
+# An Allowance's scope: which messages a fault could have hurt (``lab.attribution`` reads them).
+IN_FORCE = "in force"  # the fault was in force (or healed less than ``grace_s`` before) while the message lived
+HOLDERS = "holders"  # the fault struck ``copies`` of the nodes that held the message, within its ``window_s``
+CUT = "cut"  # a get whose reply never came (outcome unknown) could have taken the message; no fault needed
+SCOPES = (IN_FORCE, HOLDERS, CUT)
+GRACE_S = 2.0  # seconds after a heal during which a fault still explains an anomaly (retries, anti-entropy)
+FSYNC_MARGIN_S = 0.5  # what a periodic fsync's window adds to its period: the fsync's own time, delayed or not
+DISK_LOSS = "disk-loss"  # the fault kind that destroys a node's disk (``lab.faults``)
 VALID, ALLOWED, INVALID = "valid", "allowed", "invalid"
 NO_ANOMALY = "nothing lost, unexpected, duplicated or reordered"
 
 
 @dataclass(frozen=True)
 class Allowance:
-    """An anomaly the design permits while one of ``faults`` is in the run, and why."""
+    """An anomaly the design permits while one of ``faults`` is in the run, and why — for
+    the messages that fault could have hurt (``scope``):
+
+    - ``IN_FORCE``: the fault was in force, or healed less than ``grace_s`` before, at some
+      time while the message lived (put to last delivery);
+    - ``HOLDERS``: a fault of these kinds struck at least ``copies`` of the nodes that held
+      the message (any server node), after the write it undoes was made (the put for a
+      loss, the removal for a redelivery) and, with ``window_s``, at most that long after
+      it (the unsynced window; None: whatever was never synced);
+    - ``CUT``: a get on the message's queue whose reply never came (outcome unknown) could
+      have taken it, ``per_get`` messages at most each (None: a whole batch); ``faults``
+      then only names when this happens, any cause of a cut reply explains it.
+    """
 
     anomaly: str  # one of ANOMALIES
     faults: tuple[str, ...]  # fault kinds ("crash", "partition", ...), or (ANY_FAULT,)
     why: str
+    scope: str = IN_FORCE
+    window_s: float | None = None  # HOLDERS: how long after the write a fault still undoes it
+    copies: int = 1  # HOLDERS: how many of the message's holders the fault must strike
+    per_get: int | None = 1  # CUT: messages one cut get may take (None: any number)
+    grace_s: float = GRACE_S  # IN_FORCE: how long after its heal a fault still explains
 
     def __post_init__(self) -> None:
         if self.anomaly not in ANOMALIES:
             raise ValueError(f"allowance for {self.anomaly!r}: the anomalies are {', '.join(ANOMALIES)}")
         if not self.faults:
             raise ValueError("an allowance names at least one fault kind (or ANY_FAULT)")
+        if self.scope not in SCOPES:
+            raise ValueError(f"allowance scope {self.scope!r}: the scopes are {', '.join(SCOPES)}")
 
     def under(self, faults: frozenset[str]) -> list[str]:
         """The run's fault kinds that permit the anomaly (empty: none do)."""
         return sorted(faults) if ANY_FAULT in self.faults else sorted(faults & set(self.faults))
+
+    def hurts(self) -> str:
+        """Which messages the allowance's faults may hurt, in words (``lab backends``)."""
+        if self.scope == CUT:
+            return "after a get whose reply never came" + (f" ({self.per_get} each)" if self.per_get else "")
+        under = ", ".join(self.faults)
+        if self.scope == HOLDERS:
+            held = "the node that held it" if self.copies == 1 else f"{self.copies} of the nodes that held it"
+            within = f", within {self.window_s:g} s of the write" if self.window_s is not None else ""
+            return f"under {under} of {held}{within}"
+        return f"under {under} while it waited"
+
+    def covers(self, kind: str) -> bool:
+        """Whether a fault of ``kind`` is one this allowance names."""
+        return ANY_FAULT in self.faults or kind in self.faults
 
 
 @dataclass(frozen=True)
@@ -63,6 +115,10 @@ class Promises:
     delivery: str  # one of DELIVERIES
     order: str  # one of ORDERS
     allowances: tuple[Allowance, ...] = ()
+    #: seconds after which an unacknowledged delivery is handed out again (None: no timed lease)
+    lease_s: float | None = None
+    #: an unacknowledged delivery comes back when its consumer's connection closes (after an error)
+    hands_back_on_close: bool = False
 
     def __post_init__(self) -> None:
         if self.delivery not in DELIVERIES:
@@ -74,14 +130,18 @@ class Promises:
         """For people (``lab backends``): delivery and order, then one line per allowance."""
         verbs = {"lost": "may lose acknowledged messages", "duplicated": "may deliver twice",
                  "reordered": "may reorder"}
-        return [f"{self.delivery}, order: {self.order}"] + [
-            f"{verbs[a.anomaly]} under {', '.join(a.faults)}: {a.why}" for a in self.allowances]
+        back = [f"its lease of {self.lease_s:g} s runs out"] if self.lease_s is not None else []
+        back += ["its consumer's connection closes"] if self.hands_back_on_close else []
+        return ([f"{self.delivery}, order: {self.order}"]
+                + [f"an unacknowledged delivery comes back once {' or '.join(back)}"] * bool(back)
+                + [f"{verbs[a.anomaly]} {a.hurts()}: {a.why}" for a in self.allowances])
 
 
 def total_queue(by: str) -> Promises:
     """Jepsen's total-queue rule, for a run whose design promises are unknown: nothing lost,
-    nothing unexpected; duplicates and order are counted, not judged."""
-    return Promises(by, AT_LEAST_ONCE, NO_ORDER)
+    nothing unexpected; duplicates and order are counted, not judged (a lease of 0 s: any
+    delivery not yet acknowledged may come again at once)."""
+    return Promises(by, AT_LEAST_ONCE, NO_ORDER, lease_s=0.0)
 
 
 @dataclass(frozen=True)
@@ -106,41 +166,69 @@ def delivery_problem(attempts: int, enqueued: int, dequeued: int) -> str | None:
 
 
 def judge(promises: Promises, faults: frozenset[str], *, attempts: int, enqueued: int, dequeued: int,
-          lost: int, unexpected: int, duplicated: int, inversions: int | None = None) -> Judgement:
+          lost: int, unexpected: int, duplicated: int, inversions: int | None = None,
+          explained: Mapping[str, Mapping[str, int]] | None = None,
+          failed: Mapping[str, int] | None = None) -> Judgement:
     """The verdict of a run's counts against ``promises``, given the run's fault kinds.
 
+    ``explained``: per anomaly ("lost", "duplicated", "reordered"), how many of its count
+    each explanation accounts for, by its words (``lab.attribution``: "under crash:
+    allowed, ..." for an allowance; "after its lease expired" and the like for a
+    redelivery); what no explanation accounts for is a broken promise. ``failed``: per operation, how many failed or timed out — in
+    a run with no fault, a put the design refused is a broken promise too.
     ``inversions`` None: the run's order was not measured, so it is not judged."""
     problem = delivery_problem(attempts, enqueued, dequeued)
     if problem is not None:
         return Judgement(INVALID, f"no evidence: {problem}")
+    explained = explained or {}
     broken, allowed, notes = [], [], []
     if unexpected:
         broken.append(f"delivered {_count(unexpected, 'message')} never sent; no design may invent messages")
-    anomalies = {"lost": (lost, f"lost {_count(lost, 'acknowledged message')}"),
-                 "duplicated": (duplicated, f"{_count(duplicated, 'duplicate delivery', 'duplicate deliveries')}"),
-                 "reordered": (inversions or 0, f"{_count(inversions or 0, 'inversion')} of a producer's order")}
-    promised = {"lost": "none",  # no delivery promise loses an acknowledged message unless allowed below
-                "duplicated": None if promises.delivery == AT_LEAST_ONCE else promises.delivery,
+    anomalies = {"lost": (lost, lambda n: f"lost {_count(n, 'acknowledged message')}"),
+                 "duplicated": (duplicated, lambda n: _count(n, 'duplicate delivery', 'duplicate deliveries')),
+                 "reordered": (inversions or 0, lambda n: f"{_count(n, 'inversion')} of the real-time order")}
+    promised = {"lost": "none",  # no delivery promise loses an acknowledged message unless a fault explains it
+                "duplicated": promises.delivery,
                 "reordered": None if promises.order == NO_ORDER else promises.order}
+    during = f" (the run's faults: {', '.join(sorted(faults))})" if faults else " (the run had no fault)"
     for anomaly, (count, what) in anomalies.items():
         if not count:
             continue
-        if promised[anomaly] is None:  # part of the promise itself: at-least-once, no order
-            notes.append(f"{what} ({'at-least-once redelivers' if anomaly == 'duplicated' else 'no order promised'})")
+        if promised[anomaly] is None:  # no order promised: reordering is part of the promise
+            notes.append(f"{what(count)} (no order promised)")
             continue
-        excuse = next(((a, under) for a in promises.allowances if a.anomaly == anomaly
-                       for under in [a.under(faults)] if under), None)
-        if excuse is None:
-            during = f" under {', '.join(sorted(faults))}" if faults else ""
-            broken.append(f"{what}{during}; {promises.by} promises {promised[anomaly]}")
-        else:
-            allowance, under = excuse
-            allowed.append(f"{what} under {', '.join(under)}: allowed, {allowance.why}")
+        reasons = {why: n for why, n in (explained.get(anomaly) or {}).items() if n}
+        unexplained = count - sum(reasons.values())
+        # at-least-once redelivers: a duplicate a lease, a close or a fault explains is part of it
+        kept = notes if anomaly == "duplicated" and promises.delivery == AT_LEAST_ONCE else allowed
+        kept += [f"{what(n)} {why}" for why, n in reasons.items()]
+        if unexplained > 0:
+            cause = "lease, release or fault" if anomaly == "duplicated" else "fault"
+            broken.append(f"{what(unexplained)} that no {cause} explains{during}; "
+                          f"{promises.by} promises {_promise(anomaly, promised[anomaly], promises)}")
+    if not faults and failed:
+        refused = failed.get("put", 0)
+        if refused:
+            broken.append(f"{_count(refused, 'put')} refused with no fault in the run; every design promises "
+                          "to take puts while nothing is wrong")
+        notes += [f"{_count(n, what)} with no fault in the run" for what, n in sorted(failed.items())
+                  if n and what != "put"]
     if broken:
         return Judgement(INVALID, "; ".join(broken + allowed + notes))
     if allowed:
         return Judgement(ALLOWED, "; ".join(allowed + notes))
     return Judgement(VALID, "; ".join(notes) or NO_ANOMALY)
+
+
+def _promise(anomaly: str, promised: str, promises: Promises) -> str:
+    """What the design promises about ``anomaly``, in words."""
+    if anomaly == "lost":
+        return "no loss of an acknowledged message but under a fault that could have hurt it"
+    if anomaly == "duplicated" and promised == AT_LEAST_ONCE:
+        back = ([f"its lease of {promises.lease_s:g} s expires"] if promises.lease_s is not None else []) + (
+            ["its consumer's connection closes"] if promises.hands_back_on_close else [])
+        return f"{promised}: a delivery comes again only after {' or '.join(back + ['a release or a fault'])}"
+    return promised
 
 
 def _count(n: int, one: str, many: str | None = None) -> str:
@@ -198,10 +286,13 @@ class RunFacts:
 
 
 def judge_run(facts: RunFacts | None, *, attempts: int, enqueued: int, dequeued: int, lost: int,
-              unexpected: int, duplicated: int, inversions: int | None = None) -> Judgement:
+              unexpected: int, duplicated: int, inversions: int | None = None,
+              explained: Mapping[str, Mapping[str, int]] | None = None,
+              failed: Mapping[str, int] | None = None) -> Judgement:
     """``judge`` for a run: its design's promises and fault kinds from ``facts``; without
     facts (a bare history), Jepsen's total-queue rule."""
     promises = facts.promises() if facts is not None else total_queue("no declared promises")
     faults = frozenset(facts.faults) if facts is not None else frozenset()
     return judge(promises, faults, attempts=attempts, enqueued=enqueued, dequeued=dequeued, lost=lost,
-                 unexpected=unexpected, duplicated=duplicated, inversions=inversions)
+                 unexpected=unexpected, duplicated=duplicated, inversions=inversions, explained=explained,
+                 failed=failed)

@@ -30,7 +30,7 @@ from urllib.parse import quote
 from lab.backends import Backend, Delivery, QueueClient, Rejected
 from lab.backends.options import TIMEOUT, Option, number, whole
 from lab.runtime import Boot, Connection, Runtime
-from lab.verdict import ANY_FAULT, AT_LEAST_ONCE, NO_ORDER, Allowance, Promises
+from lab.verdict import ANY_FAULT, AT_LEAST_ONCE, CUT, NO_ORDER, Allowance, Promises
 from lab.wire.http import HttpReply, ResponseReader, encode_request
 
 ACCOUNT = "lab"
@@ -172,11 +172,12 @@ class CassieqBackend(Backend):
         """At-least-once with reliable acks ("you may get a message more than once"); order is
         best effort (late writes are republished at the tail, expired leases interleave); with
         auto acks a get whose reply is cut, or an ack that fails, may lose a message."""
-        allowances = [Allowance("duplicated", (ANY_FAULT,), "a lease that expires, or a republish racing a read")]
+        allowances = [Allowance("duplicated", (ANY_FAULT,), "a republish racing a read")]
         if not reliable:
-            allowances.append(Allowance("lost", (ANY_FAULT,), "auto acks: a leased message whose ack is cut"))
+            allowances.append(Allowance("lost", (ANY_FAULT,), "auto acks: a leased message whose ack is cut",
+                                        scope=CUT))
         return Promises(f"cassieq on {options.get('store', 'its store')}, {'reliable' if reliable else 'auto'} acks",
-                        AT_LEAST_ONCE, NO_ORDER, tuple(allowances))
+                        AT_LEAST_ONCE, NO_ORDER, tuple(allowances), lease_s=options.get("invisibility"))
 
     options_declared = (
         TIMEOUT,

@@ -19,7 +19,8 @@ from lab.backends.kestrel.config import QUEUE_OPTIONS, ServerConfig, config_from
 from lab.backends.kestrel.wire.client import ReplyReader, encode_get, encode_set, get_key
 from lab.backends.options import TIMEOUT, Option, whole
 from lab.runtime import Boot, Connection, Runtime
-from lab.verdict import ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, FIFO, Allowance, Promises
+from lab.verdict import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, FIFO, FSYNC_MARGIN_S, HOLDERS, Allowance,
+                         Promises)
 
 SERVER = "kestrel"
 
@@ -75,20 +76,28 @@ class KestrelBackend(Backend):
         FIFO per queue; a crash loses what the journal had not fsynced (spec 4.6)."""
         given = options.get("syncJournal", "never")
         sync = QUEUE_OPTIONS["syncJournal"][1](given, "syncJournal")  # None never, 0 always, P a period
+        # a write is undone by a crash before the next fsync: the period, and an fsync's worth of margin
+        window = None if sync is None else sync + FSYNC_MARGIN_S
         allowances = []
         if reliable:
-            allowances.append(Allowance("reordered", (ANY_FAULT,), "an aborted or rolled-back read returns to the head"))
+            aborted = "an aborted or rolled-back read returns to the head"
+            allowances += [Allowance("reordered", (ANY_FAULT,), aborted),
+                           Allowance("reordered", (ANY_FAULT,), aborted, scope=CUT)]
         if sync is None:
-            allowances.append(Allowance("lost", ("crash",), f"syncJournal={given} loses the unsynced tail"))
+            allowances.append(Allowance("lost", ("crash",), f"syncJournal={given} loses the unsynced tail",
+                                        scope=HOLDERS))
         elif sync > 0:
-            allowances.append(Allowance("lost", ("crash",), f"syncJournal={given} may lose the puts of the last {given}"))
-        if sync != 0 and not reliable:  # a crash may forget unsynced removals: their items come again
-            allowances += [Allowance(anomaly, ("crash",), f"syncJournal={given} loses unsynced removals")
-                           for anomaly in ("duplicated", "reordered")]
+            allowances.append(Allowance("lost", ("crash",), f"syncJournal={given} may lose the puts of the last {given}",
+                                        scope=HOLDERS, window_s=window))
+        if sync != 0:  # a crash may forget unsynced removals (a get, a /close): their items come again
+            allowances += [Allowance(anomaly, ("crash",), f"syncJournal={given} loses unsynced removals",
+                                     scope=HOLDERS, window_s=window) for anomaly in ("duplicated", "reordered")]
         if not reliable:
-            allowances.append(Allowance("lost", (ANY_FAULT,), "at-most-once: a get whose reply is cut loses its item"))
+            allowances.append(Allowance("lost", (ANY_FAULT,), "at-most-once: a get whose reply is cut loses its item",
+                                        scope=CUT))
         return Promises(f"kestrel with syncJournal={given}, {'reliable reads' if reliable else 'plain gets'}",
-                        AT_LEAST_ONCE if reliable else AT_MOST_ONCE, FIFO, tuple(allowances))
+                        AT_LEAST_ONCE if reliable else AT_MOST_ONCE, FIFO, tuple(allowances),
+                        hands_back_on_close=reliable)
 
     promise_options = ({"syncJournal": "never"}, {"syncJournal": "always"})
     options_declared = (

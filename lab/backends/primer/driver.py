@@ -22,7 +22,8 @@ from urllib.parse import quote
 from lab.backends import Backend, BadOption, Delivery, QueueClient, Rejected
 from lab.backends.options import TIMEOUT, Option, choice, number, whole
 from lab.runtime import Boot, Connection, Runtime
-from lab.verdict import ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, NO_ORDER, Allowance, Promises
+from lab.verdict import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, DISK_LOSS, HOLDERS, NO_ORDER, Allowance,
+                         Promises)
 from lab.wire.http import HttpReply, ResponseReader, encode_request
 
 
@@ -125,16 +126,21 @@ class PrimerBackend(Backend):
         Without files a crash loses the copies on the crashed nodes: a message whose W
         replicas all crashed is lost. At-most-once gets lose a message whose reply is cut."""
         setting = f"replicas={options['replicas']}, {options['replication']}, persistence={options['persistence']}"
-        allowances = []
+        copies = options["replicas"]  # W of the nodes hold a message: it is gone once W of them lose their copies
+        allowances = [Allowance("duplicated", (ANY_FAULT,), "AP: a replica that has not yet heard a read's ACK "
+                                                            "(a split, a pause, a crash) serves its copy again")]
         if options["persistence"] == "off":
-            allowances.append(Allowance("lost", ("crash",), "persistence=off: copies are in memory, and a crash "
-                                                            "of all of a message's replicas loses it"))
+            allowances.append(Allowance("lost", ("crash", DISK_LOSS), "persistence=off: copies are in memory, and "
+                                        f"a crash of all {copies} of a message's replicas loses it",
+                                        scope=HOLDERS, copies=copies))
+        else:
+            allowances.append(Allowance("lost", (DISK_LOSS,), f"a message is gone once all {copies} of its replicas "
+                                        "lose their disks", scope=HOLDERS, copies=copies))
         if reliable:
             return Promises(f"primer with {setting}, at-least-once consumers", AT_LEAST_ONCE, NO_ORDER,
-                            tuple(allowances))
-        allowances += [Allowance("lost", (ANY_FAULT,), "at-most-once: a get whose reply is cut loses its message"),
-                       Allowance("duplicated", (ANY_FAULT,), "AP: a replica that has not yet heard a read's ACK "
-                                                             "(a split, a pause, a crash) serves its copy again")]
+                            tuple(allowances), lease_s=options["lease"])
+        allowances.append(Allowance("lost", (ANY_FAULT,), "at-most-once: a get whose reply is cut loses its message",
+                                    scope=CUT))
         return Promises(f"primer with {setting}, at-most-once consumers", AT_MOST_ONCE, NO_ORDER, tuple(allowances))
 
     def __init__(self, world, options=None):
@@ -173,3 +179,27 @@ class PrimerBackend(Backend):
 
     def client(self, rt: Runtime, reliable: bool) -> QueueClient:
         return PrimerClient(rt, [rt.net.connect(node, "http") for node in self.nodes], reliable, self.options["timeout"])
+
+    def holders(self, queue: str) -> dict[str, tuple[str, ...]]:
+        """Which nodes held each message put into ``queue``: the lab's message id (its body's
+        header, ``lab.message``) -> the replicas its put stored it on, as the nodes this
+        process booted knew them (sim world; empty when the nodes are processes, live).
+
+        The rule is ``Queues._put`` (``core/queues.py``): the node that took the put and
+        W-1 of its up peers, shuffled by that node's random, a peer that failed replaced by
+        a spare up peer; the final list is in the put's ``Added`` (the cluster's index), a
+        copy not yet committed names its own list. Every incarnation counts, crashed ones
+        too (their memory stays as the crash left it), so a message a fault destroyed still
+        has its holders here; one acknowledged and dropped everywhere has none."""
+        from lab.message import decode
+
+        found: dict[str, tuple[str, ...]] = {}
+        for node in self.booted:
+            index = node.index.live(queue)
+            for message_id, held in node.queues.replica.held.get(queue, {}).items():
+                msg_id, _ = decode(held.copy.payload)
+                added = index.get(message_id)
+                replicas = added.replicas if added is not None else held.copy.replicas
+                if added is not None or msg_id not in found:  # the index's list is the final one
+                    found[msg_id] = tuple(replicas)
+        return found

@@ -25,7 +25,7 @@ from lab.backends.queuefka.core.broker import Config, Fetched
 from lab.backends.queuefka.core.writer import FsyncPolicy
 from lab.runtime import Boot, Connection, Runtime
 from lab.wire.http import ResponseReader, encode_request
-from lab.verdict import ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, FIFO, Allowance, Promises
+from lab.verdict import ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, FIFO, HOLDERS, Allowance, Promises
 
 SERVER = "queuefka-0"
 GROUP = "lab"
@@ -141,16 +141,23 @@ class QueuefkaBackend(Backend):
         policy = FsyncPolicy.parse(given)
         allowances = []
         if reliable:
-            allowances.append(Allowance("reordered", (ANY_FAULT,), "records fetched by a reader whose connection "
-                                        "closed or idled before it committed are handed out again, after later ones"))
+            again = ("records fetched by a reader whose connection closed or idled before it committed are handed "
+                     "out again, after later ones")
+            allowances += [Allowance("reordered", (ANY_FAULT,), again), Allowance("reordered", (ANY_FAULT,), again,
+                                                                                  scope=CUT, per_get=None)]
         if policy.mode == "never":
-            allowances.append(Allowance("lost", ("crash",), f"fsync={given} loses the unsynced tail of the log"))
+            allowances.append(Allowance("lost", ("crash",), f"fsync={given} loses the unsynced tail of the log",
+                                        scope=HOLDERS))
         elif policy.mode == "interval":
-            allowances.append(Allowance("lost", ("crash",), f"fsync={given} may lose the records since the last fsync"))
+            # no time bound: the fsync waits for the next write after the interval, however late
+            allowances.append(Allowance("lost", ("crash",), f"fsync={given} may lose the records since the last fsync",
+                                        scope=HOLDERS))
         if not reliable:
-            allowances.append(Allowance("lost", (ANY_FAULT,), "at-most-once: a fetch whose reply is cut loses its records"))
+            allowances.append(Allowance("lost", (ANY_FAULT,), "at-most-once: a fetch whose reply is cut loses its records",
+                                        scope=CUT, per_get=options.get("prefetch")))
         return Promises(f"queuefka with fsync={given}, {'reliable acks' if reliable else 'auto acks'}",
-                        AT_LEAST_ONCE if reliable else AT_MOST_ONCE, FIFO, tuple(allowances))
+                        AT_LEAST_ONCE if reliable else AT_MOST_ONCE, FIFO, tuple(allowances),
+                        lease_s=(options.get("session_timeout") or Config.session_timeout) if reliable else None, hands_back_on_close=reliable)
 
     promise_options = ({"fsync": "never"}, {"fsync": "always"})
     options_declared = (
