@@ -4,7 +4,7 @@
 A workload's ``faults`` is a list of entries. Every entry has
 
     fault: partition        # the kind: pause, crash, partition, link-delay, loss, disk-delay,
-                            # gc, late-writes
+                            # gc, late-writes, disk-loss
     at: 1.0                 # seconds from the start of the run
     duration: 0.5           # seconds until it heals
     target: servers         # whom it hits (below): one target or a list of them
@@ -15,6 +15,9 @@ and the fields of its kind (a field another kind uses is refused, by name):
                  messages to them wait
     crash        the targets' machines crash (kill -9, and what was not fsynced is lost); they restart on the same disk when it heals
       tear: false           a random prefix of each file's unsynced tail survives
+    disk-loss    the targets' machines crash (as crash) and their disks are destroyed: every
+                 file gone, synced or not, as on a replaced machine; they restart on an
+                 empty disk when it heals and rejoin as their design allows
     partition    cut links (Jepsen's grudges)
       shape: isolate        the targets from every other node (the default), or one of
                             Jepsen's shapes over the targets:
@@ -111,6 +114,7 @@ class FaultWorld(Protocol):
     def pause(self, node: str) -> None: ...
     def resume(self, node: str) -> None: ...
     def crash(self, node: str, tear: bool = False) -> None: ...
+    def destroy_disk(self, node: str) -> Any: ...  # crash, and every file of the node's disk gone
     def restart(self, node: str) -> Any: ...
     def is_up(self, node: str) -> bool: ...
     def block(self, source: str, destination: str) -> None: ...
@@ -612,3 +616,20 @@ def _milliseconds(entry: dict[str, Any], key: str, what: str, required: bool = T
 
 def _is_number(value: Any) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
+@register
+@dataclass(frozen=True)
+class DiskLoss(Fault):
+    """A crash that also destroys the targets' disks (a machine replaced): nothing the node
+    wrote survives, fsynced or not, so only a copy on another node can save a message. The
+    history's fault rows name the nodes (``lab.phases``): which disks were lost, and when."""
+
+    kind: ClassVar[str] = "disk-loss"
+
+    def start(self, world: FaultWorld, placement: Placement, rt: Runtime) -> Heal:
+        for node in placement.nodes:
+            world.destroy_disk(node)
+        # as a crash's heal: each restart ends this fault's hold; one still held down by
+        # another crash restarts when that one heals (on the empty disk all the same)
+        return lambda: [world.restart(node) for node in placement.nodes if not world.is_up(node)]

@@ -141,6 +141,7 @@ FIELD_DRAWS: dict[str, FieldDraw] = {
     "disk-delay": lambda rng, cast: {"target": _servers(rng, cast), "ms": round(_log_uniform(rng, 1, 500), 1)},
     "gc": _gc,
     "late-writes": _late_writes,
+    "disk-loss": lambda rng, cast: {"target": _servers(rng, cast)},  # as a crash: server nodes only
 }
 
 

@@ -5,6 +5,7 @@ Each file keeps its bytes (what the node reads back) and how many of them are du
 time in order (one device queue), and then makes durable every byte that was written
 before it was called. A crash cuts every file back to its durable length; with
 ``tear``, a random prefix of the unsynced tail survives, as a torn write would leave it.
+A destroyed disk (``destroy``: the machine replaced, its disk gone) keeps nothing at all.
 
 Simplifications, on purpose: files are append-only plus truncate (the shape of every
 journal and segment log in the lab); creating, truncating, renaming and removing files
@@ -85,6 +86,16 @@ class SimDiskStore:
             del file.data[keep:]
             file.durable = len(file.data)
         self.busy_until = self.env.now
+
+    def destroy(self) -> int:
+        """Every file gone, durable or not (the machine and its disk were replaced); the
+        bytes lost. For a node that is down: its next incarnation starts on an empty disk.
+        Open files of the dead incarnation keep their old data objects, which no lookup
+        reaches any more."""
+        lost = sum(len(file.data) for file in self.files.values())
+        self.files.clear()
+        self.busy_until = self.env.now  # a new device: no fsync of the old one is queued on it
+        return lost
 
 
 class SimFile:

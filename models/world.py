@@ -13,8 +13,8 @@ for one) reads either clock the same way. Every random draw comes from the world
 one stream per node incarnation, one for the network, one for the disks.
 
 The network is in ``models.network``, the disk in ``models.disk``; the fault verbs that
-``lab.faults`` applies (pause, crash, cut, lose, delay, late writes) are public methods of
-``SimWorld``.
+``lab.faults`` applies (pause, crash, destroy a disk, cut, lose, delay, late writes) are
+public methods of ``SimWorld``.
 """
 
 from __future__ import annotations
@@ -368,7 +368,8 @@ class SimWorld:
 
     kind = "sim"
     #: the fault kinds this world applies (lab.faults): all of them
-    fault_kinds = ("pause", "crash", "partition", "link-delay", "loss", "disk-delay", "gc", "late-writes")
+    fault_kinds = ("pause", "crash", "partition", "link-delay", "loss", "disk-delay", "gc", "late-writes",
+                   "disk-loss")
 
     def __init__(self, seed: int = 0, config: SimConfig | None = None):
         self.seed = seed
@@ -472,6 +473,14 @@ class SimWorld:
             node.pauses = 0
             node.paused = False
             node.resumed.succeed()
+
+    def destroy_disk(self, name: str) -> int:
+        """The machine of ``name`` crashes (as ``crash``) and its disk is destroyed: every
+        file gone, synced or not, as on a replacement machine. ``restart`` ends it, and the
+        next incarnation boots on the empty disk (it rejoins as its design allows). Returns
+        the bytes lost; a node already down loses its disk all the same."""
+        self.crash(name)
+        return self.nodes[name].disk.destroy()
 
     def restart(self, name: str) -> SimRuntime:
         """End one crash; when none is left, start a fresh incarnation and run its boot

@@ -166,6 +166,25 @@ def power_cut(root: Path, rng: random.Random, tear: bool = False) -> int:
     return cut
 
 
+def destroy(root: Path) -> int:
+    """Destroy the disk at ``root``: every file and folder under it gone, synced or not, and
+    its ledger with it, as on a machine whose disk was replaced; ``root`` stays, empty (the
+    folder a replacement machine is set up with). The bytes lost. For a node whose process
+    is dead (the live world's ``disk-loss``). The disk-delay control file beside it stays:
+    it is the fault hook, not the node's data."""
+    import shutil
+
+    lost = 0
+    if root.is_dir():
+        for real in root.rglob("*"):
+            if real.is_file() and not real.is_symlink():
+                lost += real.stat().st_size
+        shutil.rmtree(root)
+    durable_ledger_path(root).unlink(missing_ok=True)
+    root.mkdir(parents=True, exist_ok=True)
+    return lost
+
+
 class LiveFile(PlainFile):
     """A file of a live node's disk: its fsync waits on a worker thread, then for as long as
     a disk-delay fault in force asks (``control``: the disk's control file); what it made

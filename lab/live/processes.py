@@ -1,5 +1,6 @@
 """Server processes of the live world: ``lab serve <design>`` as a child process on free
-loopback ports, with its own data dir, that the live world stops, kills, pauses and restarts.
+loopback ports, with its own data dir, that the live world stops, kills, pauses and restarts
+(and whose data dir it empties when a ``disk-loss`` destroys the disk).
 
 Every design's ``serve.py`` prints one ready line on stdout once its ports are open:
 
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from lab.backends import design_module
+from lab.live.disk import destroy
 
 READY = re.compile(r"^ready (\S+)((?: \S+=\d+)+)\s*$")
 START_TIMEOUT = 30.0  # seconds a server has to print its ready line (imports on a busy 2-core machine)
@@ -187,6 +189,15 @@ class ServerProcess:
     def kill(self) -> str:
         """kill -9: no clean-up, no fsync."""
         return self.stop(signal.SIGKILL)
+
+    def destroy_disk(self) -> int:
+        """Empty the data dir of a dead server (``lab.live.disk.destroy``: a replaced disk),
+        so its next start begins with no files; the bytes lost. Refused while it runs: a
+        live process would keep writing into files that are no longer there."""
+        if self.running:
+            raise RuntimeError(f"{self.design} server is running (pid {self.proc.pid}); kill it before "
+                               f"destroying its disk")
+        return destroy(self.data_dir)
 
     def _reap(self, sig: int) -> None:
         proc = self.proc

@@ -5,7 +5,8 @@ Jupyter's running loop.
 
 Faults (the ``lab.faults.FaultWorld`` verbs) hit server processes only: ``pause`` (and
 each pause of a ``gc`` fault) is SIGSTOP until ``resume`` sends SIGCONT, ``crash`` is
-kill -9 with the page cache lost (files cut back to what was fsynced) and ``restart``
+kill -9 with the page cache lost (files cut back to what was fsynced), ``disk-loss`` is
+kill -9 with the data dir emptied (``destroy_disk``: a replaced machine), and ``restart``
 starts the server again on the same data dir and ports; ``disk-delay`` slows a server's
 fsyncs. Links (partition, delay, loss) are the proxies in this process (``lab.live.proxy``)
 between clients and servers, and between server processes that call each other: a design
@@ -47,9 +48,10 @@ class LiveWorld:
     #: the fault kinds this world applies (lab.faults): pause, gc (its pauses) and crash to
     #: server processes; partition, link-delay and loss to the links from clients to servers
     #: and between server processes (``LiveLinks``); disk-delay to a server process's fsyncs
-    #: (a control file its disk reads, lab.live.disk). Not late-writes: no live store has a hook.
-    fault_kinds = ("pause", "crash", "partition", "link-delay", "loss", "disk-delay", "gc")
-    PROCESS_FAULTS = ("pause", "crash", "disk-delay", "gc")
+    #: (a control file its disk reads, lab.live.disk); disk-loss to a server process and its
+    #: data dir. Not late-writes: no live store has a hook.
+    fault_kinds = ("pause", "crash", "partition", "link-delay", "loss", "disk-delay", "gc", "disk-loss")
+    PROCESS_FAULTS = ("pause", "crash", "disk-delay", "gc", "disk-loss")
     #: targets that may fall on a client, which runs in the runner's own process
     CLIENT_TARGETS = ("clients", "all", "one", "minority", "majority")
 
@@ -201,6 +203,20 @@ class LiveWorld:
             cut = power_cut(proc.data_dir, random.Random(f"{self.seed}:tear:{node}:{self._tears}"), tear)
             log.info("%s crashed: %d unsynced bytes lost", node, cut)
             self._pauses[node] = 0  # a crash ends every pause, as in the sim world
+
+    def destroy_disk(self, node: str) -> int:
+        """The machine of server ``node`` crashes (as ``crash``: kill -9) and its disk is
+        destroyed: its data dir emptied, every file gone, fsynced or not. ``restart`` starts
+        it again on the empty dir and the same ports. The bytes lost; a server already down
+        (another crash holds it) loses its disk all the same."""
+        proc = self._process(node)
+        self._crashes[node] = self._crashes.get(node, 0) + 1
+        if self._crashes[node] == 1:
+            proc.kill()  # no power cut to replay: nothing of the disk is kept
+            self._pauses[node] = 0  # a crash ends every pause, as in the sim world
+        lost = proc.destroy_disk()
+        log.info("%s lost its disk: %d bytes gone", node, lost)
+        return lost
 
     def restart(self, node: str) -> ServerProcess:
         """End one crash; when none is left, start the server again on the same data dir and
