@@ -17,8 +17,9 @@ writes, as Parquet and JSON:
 - ``checks``: the checker's totals per run (Jepsen total-queue, as ``lab.checker``) and
   its verdict (``valid``, ``verdict``, ``reason``: ``lab.verdict.judge_run``, the checker's
   function), judged with the design, options and faults of the run's ``manifest.json``
-  beside its samples, and the inversions the runner's checker counted there (this pass
-  does not order deliveries); a run without a manifest gets Jepsen's rule.
+  beside its samples, and the inversions, explanations of anomalies (``lab.attribution``)
+  and failed operations the runner's checker found there (this pass counts, it does not
+  order deliveries or attribute them); a run without a manifest gets Jepsen's rule.
 - ``histograms``: the log-bucket counts behind every percentile — mergeable: adding the
   counts of any groups (seeds, runs, phases) gives the histogram of their union.
 
@@ -358,15 +359,18 @@ def run_manifests(paths: Iterable[str | Path]) -> dict[str, dict[str, Any]]:
 
 def with_verdicts(checks: pd.DataFrame, manifests: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
     """``checks`` with valid, verdict and reason per run: ``lab.verdict.judge_run`` on the
-    totals, with the facts and inversions of the run's manifest (none: Jepsen's rule)."""
+    totals, with the facts of the run's manifest and what its checker found message by
+    message — inversions, the explanation of each anomaly, failed operations (no
+    manifest: Jepsen's rule)."""
     judged = []
     for row in checks.itertuples(index=False):
         manifest = manifests.get(row.run_id)
         facts = RunFacts.from_manifest(manifest) if manifest else None
-        inversions = ((manifest.get("verdict") or {}).get("reordering") or {}).get("inversions") if manifest else None
+        checked = (manifest.get("verdict") or {}) if manifest else {}
         judged.append(judge_run(facts, attempts=row.attempts, enqueued=row.enqueued, dequeued=row.dequeued,
                                 lost=row.lost, unexpected=row.unexpected, duplicated=row.duplicated,
-                                inversions=inversions))
+                                inversions=(checked.get("reordering") or {}).get("inversions"),
+                                explained=checked.get("explained"), failed=checked.get("failed")))
     return checks.assign(valid=[j.valid for j in judged], verdict=[j.verdict for j in judged],
                          reason=[j.reason for j in judged])
 

@@ -1,0 +1,165 @@
+"""Which fault, lease or release explains each anomaly (``lab.attribution``), on hand-made
+histories: a fault excuses only the messages it could have hurt."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from lab.attribution import attribute, failed_operations
+from lab.record import mask, message_codes
+from lab.verdict import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, FIFO, HOLDERS, NO_ORDER, Allowance,
+                         Promises)
+from tests.history import history, with_faults
+
+MS = 1_000_000
+UNSYNCED = Allowance("lost", ("crash",), "the unsynced tail", scope=HOLDERS)
+WINDOWED = Allowance("lost", ("crash",), "the last 10 ms", scope=HOLDERS, window_s=0.010)
+
+
+def explain(h: pa.Table, promises: Promises, overtaken: dict[str, int] | None = None):
+    """``attribute`` with the counts the checker computes (lost, duplicated per message)."""
+    ids, codes = message_codes(h)
+    n = len(ids)
+
+    def per(rows: np.ndarray) -> np.ndarray:
+        chosen = codes[rows]
+        return np.bincount(chosen[chosen >= 0], minlength=n)
+
+    ok = mask(h, "outcome", "ok")
+    attempts = per(mask(h, "op", "put"))
+    enqueued = per(mask(h, "op", "put") & ok)
+    dequeued = np.maximum(per(mask(h, "op", "get") & ok) - per(mask(h, "op", "release")), 0)
+    names = ids.to_pylist()
+    over = None
+    if overtaken is not None:
+        over = np.zeros(n, dtype=np.int64)
+        for name, k in overtaken.items():
+            over[names.index(name)] = k
+    a = attribute(h, codes, promises, lost=np.maximum(enqueued - dequeued, 0),
+                  duplicated=np.where(attempts > 0, np.maximum(dequeued - attempts, 0), 0), overtaken=over)
+    unexplained = {anomaly: sorted(names[c] for c in chosen) for anomaly, chosen in a.unexplained.items()}
+    return a.explained, unexplained
+
+
+def puts(*spec: tuple[str, int]) -> list[tuple]:
+    """ok puts by p0: (msg_id, start_ms), each 1 ms long."""
+    return [("put", "p0", m, "ok", t * MS, MS) for m, t in spec]
+
+
+def test_a_crash_excuses_what_its_node_held_and_not_what_was_put_after_it():
+    h = with_faults(history(*puts(("p0:0", 0), ("p0:1", 5), ("p0:2", 50)), ("get", "c0", "p0:2", "ok", 60 * MS, MS)),
+                    ("crash", "server", 20 * MS, 30 * MS), ("crash", "server", 70 * MS, 80 * MS))
+    explained, unexplained = explain(h, Promises("D", AT_LEAST_ONCE, FIFO, (UNSYNCED,)))
+    assert explained == {"lost": {"under crash: allowed, the unsynced tail": 2}} and unexplained == {}
+
+    # a put after the last crash, never delivered: no crash could have undone it
+    h = with_faults(history(*puts(("p0:0", 0), ("p0:1", 50))), ("crash", "server", 20 * MS, 30 * MS))
+    explained, unexplained = explain(h, Promises("D", AT_LEAST_ONCE, FIFO, (UNSYNCED,)))
+    assert explained["lost"] == {"under crash: allowed, the unsynced tail": 1} and unexplained == {"lost": ["p0:1"]}
+
+
+def test_a_window_excuses_only_writes_acknowledged_within_it():
+    h = with_faults(history(*puts(("p0:0", 0), ("p0:1", 15))), ("crash", "server", 20 * MS, 30 * MS))
+    explained, unexplained = explain(h, Promises("D", AT_LEAST_ONCE, FIFO, (WINDOWED,)))
+    # p0:0 was acknowledged 19 ms before the crash, outside its 10 ms window; p0:1 4 ms before
+    assert explained == {"lost": {"under crash: allowed, the last 10 ms": 1}} and unexplained == {"lost": ["p0:0"]}
+
+
+def test_a_crash_of_a_client_node_holds_no_message():
+    h = with_faults(history(*puts(("p0:0", 0)), ("get", "c0", None, "fail", 2 * MS, MS)),
+                    ("crash", "c0", 20 * MS, 30 * MS))
+    h = h.set_column(h.schema.get_field_index("node"), "node",
+                     pa.array(["c0" if op == "get" else n for op, n in zip(h.column("op").to_pylist(),
+                                                                              h.column("node").to_pylist())]))
+    _, unexplained = explain(h, Promises("D", AT_LEAST_ONCE, FIFO, (UNSYNCED,)))
+    assert unexplained == {"lost": ["p0:0"]}
+
+
+def test_replicas_excuse_a_loss_only_once_every_copy_is_struck():
+    w2 = Allowance("lost", ("disk-loss",), "both copies gone", scope=HOLDERS, copies=2)
+    base = history(*puts(("p0:0", 0)))
+    _, unexplained = explain(with_faults(base, ("disk-loss", "n1", 20 * MS, 30 * MS)),
+                             Promises("P", AT_LEAST_ONCE, NO_ORDER, (w2,)))
+    assert unexplained == {"lost": ["p0:0"]}  # one replica too few to lose it
+    explained, unexplained = explain(with_faults(base, ("disk-loss", "n1,n2", 20 * MS, 30 * MS)),
+                                     Promises("P", AT_LEAST_ONCE, NO_ORDER, (w2,)))
+    assert explained == {"lost": {"under disk-loss: allowed, both copies gone": 1}} and unexplained == {}
+    _, unexplained = explain(with_faults(base, ("crash", "n1,n2", 20 * MS, 30 * MS)),
+                             Promises("P", AT_LEAST_ONCE, NO_ORDER, (w2,)))
+    assert unexplained == {"lost": ["p0:0"]}  # a crash is not the fault this allowance names
+
+
+def test_a_cut_get_explains_one_loss_and_only_of_a_message_put_before_it_ended():
+    cut = Allowance("lost", (ANY_FAULT,), "a plain get removed it", scope=CUT)
+    h = history(*puts(("p0:0", 0), ("p0:1", 2), ("p0:2", 30)),
+                ("get", "c0", None, "info", 10 * MS, 5 * MS))  # a get whose reply never came, ending at 15 ms
+    explained, unexplained = explain(h, Promises("M", AT_MOST_ONCE, FIFO, (cut,)))
+    assert explained == {"lost": {"after a get whose reply never came: allowed, a plain get removed it": 1}}
+    assert unexplained == {"lost": ["p0:1", "p0:2"]}  # one get takes one message; p0:2 came after it
+    batch = Allowance("lost", (ANY_FAULT,), "a fetch", scope=CUT, per_get=None)
+    _, unexplained = explain(h, Promises("M", AT_MOST_ONCE, FIFO, (batch,)))
+    assert unexplained == {"lost": ["p0:2"]}
+
+
+def test_a_redelivery_after_the_lease_ran_out_unacknowledged_is_part_of_at_least_once():
+    leased = Promises("L", AT_LEAST_ONCE, NO_ORDER, lease_s=0.05)
+    early = history(*puts(("p0:0", 0)), ("get", "c0", "p0:0", "ok", 2 * MS, MS),
+                    ("get", "c1", "p0:0", "ok", 20 * MS, MS), ("ack", "c1", "p0:0", "ok", 22 * MS, MS))
+    explained, unexplained = explain(early, leased)
+    assert unexplained == {"duplicated": ["p0:0"]} and explained == {}  # within the lease, with no fault
+    late = history(*puts(("p0:0", 0)), ("get", "c0", "p0:0", "ok", 2 * MS, MS),
+                   ("get", "c1", "p0:0", "ok", 60 * MS, MS), ("ack", "c1", "p0:0", "ok", 62 * MS, MS))
+    explained, unexplained = explain(late, leased)
+    assert explained == {"duplicated": {"after a lease of 0.05 s ran out unacknowledged": 1}} and unexplained == {}
+    acked = history(*puts(("p0:0", 0)), ("get", "c0", "p0:0", "ok", 2 * MS, MS),
+                    ("ack", "c0", "p0:0", "ok", 4 * MS, MS), ("get", "c1", "p0:0", "ok", 60 * MS, MS))
+    _, unexplained = explain(acked, leased)
+    assert unexplained == {"duplicated": ["p0:0"]}  # acknowledged in time: it should have been gone
+
+
+def test_a_read_handed_back_on_a_broken_connection_and_a_release_are_no_broken_promise():
+    closing = Promises("K", AT_LEAST_ONCE, FIFO, hands_back_on_close=True)
+    h = history(*puts(("p0:0", 0)), ("get", "c0", "p0:0", "ok", 2 * MS, MS),
+                ("ack", "c0", "p0:0", "info", 4 * MS, MS), ("get", "c1", "p0:0", "ok", 10 * MS, MS))
+    explained, unexplained = explain(h, closing)
+    assert explained == {"duplicated": {"handed back unacknowledged when its consumer's connection broke": 1}}
+    assert unexplained == {}
+    _, unexplained = explain(h, Promises("K", AT_LEAST_ONCE, FIFO))  # a design that never hands back
+    assert unexplained == {"duplicated": ["p0:0"]}
+    released = history(*puts(("p0:0", 0)), ("get", "c0", "p0:0", "ok", 2 * MS, MS),
+                       ("release", "c0", "p0:0", "ok", 4 * MS, MS), ("get", "c1", "p0:0", "ok", 10 * MS, MS))
+    assert explain(released, Promises("K", AT_LEAST_ONCE, FIFO)) == ({}, {})  # no duplicate at all
+
+
+def test_a_fault_in_force_explains_an_anomaly_while_it_lasts_and_a_grace_after_its_heal():
+    ap = Allowance("duplicated", (ANY_FAULT,), "AP", grace_s=0.010)
+    def redelivered_at(t_ms: int) -> pa.Table:
+        return with_faults(history(*puts(("p0:0", 0)), ("get", "c0", "p0:0", "ok", t_ms * MS, MS),
+                                   ("get", "c1", "p0:0", "ok", (t_ms + 2) * MS, MS)),
+                           ("partition", "n1", 100 * MS, 200 * MS))
+    promises = Promises("P", AT_MOST_ONCE, NO_ORDER, (ap,))
+    assert explain(redelivered_at(150), promises)[1] == {}
+    assert explain(redelivered_at(205), promises)[1] == {}  # 5 ms after the heal: within the grace
+    assert explain(redelivered_at(250), promises)[1] == {"duplicated": ["p0:0"]}
+    assert explain(redelivered_at(50), promises)[1] == {"duplicated": ["p0:0"]}  # before the fault
+
+
+def test_an_overtaken_message_counts_its_inversions_and_is_excused_only_while_a_fault_could_have_delayed_it():
+    aborted = Allowance("reordered", (ANY_FAULT,), "an aborted read returns to the head")
+    h = with_faults(history(*puts(("p0:0", 0), ("p0:1", 5)), ("get", "c0", "p0:1", "ok", 10 * MS, MS),
+                            ("get", "c0", "p0:0", "ok", 12 * MS, MS)), ("pause", "server", 8 * MS, 9 * MS))
+    explained, unexplained = explain(h, Promises("K", AT_LEAST_ONCE, FIFO, (aborted,)), overtaken={"p0:0": 1})
+    assert explained == {"reordered": {"under pause: allowed, an aborted read returns to the head": 1}}
+    clean = history(*puts(("p0:0", 0), ("p0:1", 5)), ("get", "c0", "p0:1", "ok", 10 * MS, MS),
+                    ("get", "c0", "p0:0", "ok", 12 * MS, MS))
+    assert explain(clean, Promises("K", AT_LEAST_ONCE, FIFO, (aborted,)), overtaken={"p0:0": 3})[1] == {
+        "reordered": ["p0:0"]}
+
+
+def test_failed_operations_are_counted_by_what_they_were():
+    h = history(("put", "p0", "p0:0", "fail"), ("put", "p0", "p0:1", "info"), ("put", "p0", "p0:2", "ok"),
+                ("get", "c0", None, "fail"), ("ack", "c0", "p0:2", "info"))
+    h = h.set_column(h.schema.get_field_index("error"), "error",
+                     pa.array([None, None, None, "empty", None], pa.string()))
+    assert failed_operations(h) == {"put": 1, "timed-out put": 1, "failed ack": 1}
