@@ -36,7 +36,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "net-splits": ("partition",),
     "gc-pauses": ("gc", "pause"),
     "delayed-writes": ("late-writes", "disk-delay", "link-delay"),
-    "crashes": ("crash",),
+    "crashes": ("crash", "disk-loss"),  # a disk loss is a crash that also destroys the disk
 }
 PHASES = ("steady", "fault", "heal")
 SEVERITY = {VALID: 0, ALLOWED: 1, INVALID: 2}

@@ -30,11 +30,12 @@ from urllib.parse import quote
 from lab.backends import Backend, Delivery, QueueClient, Rejected
 from lab.backends.options import TIMEOUT, Option, number, whole
 from lab.runtime import Boot, Connection, Runtime
-from lab.verdict import ANY_FAULT, AT_LEAST_ONCE, CUT, NO_ORDER, Allowance, Promises
+from lab.verdict import ANY_FAULT, AT_LEAST_ONCE, CUT, DISK_LOSS, HOLDERS, NO_ORDER, Allowance, Promises
 from lab.wire.http import HttpReply, ResponseReader, encode_request
 
 ACCOUNT = "lab"
 STORE_NODE = "cassandra"
+COMMIT_LOG = "cassandra/commitlog"  # on the store node's disk: its tables are there (sim)
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +173,9 @@ class CassieqBackend(Backend):
         """At-least-once with reliable acks ("you may get a message more than once"); order is
         best effort (late writes are republished at the tail, expired leases interleave); with
         auto acks a get whose reply is cut, or an ack that fails, may lose a message."""
-        allowances = [Allowance("duplicated", (ANY_FAULT,), "a republish racing a read")]
+        allowances = [Allowance("duplicated", (ANY_FAULT,), "a republish racing a read"),
+                      Allowance("lost", (DISK_LOSS,), "the store's disk holds every message (the simulated "
+                                "Cassandra's replicas are one node): destroyed, the store is gone", scope=HOLDERS)]
         if not reliable:
             allowances.append(Allowance("lost", (ANY_FAULT,), "auto acks: a leased message whose ack is cut",
                                         scope=CUT))
@@ -233,8 +236,11 @@ class CassieqBackend(Backend):
                 model = CassandraModel(**{name: options[f"cassandra_{name}"] for name in
                                           ("replicas", "replica_lag_ms", "late_write_p", "late_write_s",
                                            "ghost_write_p")})
-                if not self._tables:
+                # The tables outlive a restart (Cassandra's commit log keeps them) but not the
+                # node's disk: a marker file on it tells a restart from a lost disk (disk-loss).
+                if not self._tables or not rt.disk.exists(COMMIT_LOG):
                     self._tables = [MemoryStore() for _ in range(model.replicas)]
+                    rt.disk.open(COMMIT_LOG).close()
                 node = SimCassandraNode(rt, model, self._tables, {t.name: t.key for t in SCHEMA.values()})
                 self._store_nodes.append(node)
                 await rt.net.serve(node.handle)

@@ -14,7 +14,7 @@ from lab.backends.options import Option
 from lab.backends.ideal.core import Ack, Get, IdealQueue, Item, Put, Release
 from lab.runtime import Boot, Runtime
 from lab.service import ServiceModel, ServiceTime
-from lab.verdict import ANY_FAULT, AT_MOST_ONCE, CUT, EXACTLY_ONCE, FIFO, HOLDERS, Allowance, Promises
+from lab.verdict import ANY_FAULT, AT_MOST_ONCE, CUT, DISK_LOSS, EXACTLY_ONCE, FIFO, HOLDERS, Allowance, Promises
 
 SERVER = "ideal-0"
 
@@ -68,7 +68,7 @@ class IdealBackend(Backend):
         cut = "a plain get removed its item" if not reliable else "an open read stays open: nothing redelivers"
         return Promises(f"ideal with {'reliable reads' if reliable else 'plain gets'}",
                         EXACTLY_ONCE if reliable else AT_MOST_ONCE, FIFO,
-                        (Allowance("lost", ("crash",), "in memory: a crash loses everything", scope=HOLDERS),
+                        (Allowance("lost", ("crash", DISK_LOSS), "in memory: a crash loses everything", scope=HOLDERS),
                          Allowance("lost", (ANY_FAULT,), f"a get whose reply is cut is never delivered: {cut}",
                                    scope=CUT)))
 

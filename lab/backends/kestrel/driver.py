@@ -19,8 +19,8 @@ from lab.backends.kestrel.config import QUEUE_OPTIONS, ServerConfig, config_from
 from lab.backends.kestrel.wire.client import ReplyReader, encode_get, encode_set, get_key
 from lab.backends.options import TIMEOUT, Option, whole
 from lab.runtime import Boot, Connection, Runtime
-from lab.verdict import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, FIFO, FSYNC_MARGIN_S, HOLDERS, Allowance,
-                         Promises)
+from lab.verdict import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, DISK_LOSS, FIFO, FSYNC_MARGIN_S, HOLDERS,
+                         Allowance, Promises)
 
 SERVER = "kestrel"
 
@@ -92,6 +92,8 @@ class KestrelBackend(Backend):
         if sync != 0:  # a crash may forget unsynced removals (a get, a /close): their items come again
             allowances += [Allowance(anomaly, ("crash",), f"syncJournal={given} loses unsynced removals",
                                      scope=HOLDERS, window_s=window) for anomaly in ("duplicated", "reordered")]
+        allowances.append(Allowance("lost", (DISK_LOSS,), "one server: its journal is every item's only copy, and "
+                                    "a destroyed disk loses them all", scope=HOLDERS))
         if not reliable:
             allowances.append(Allowance("lost", (ANY_FAULT,), "at-most-once: a get whose reply is cut loses its item",
                                         scope=CUT))

@@ -25,7 +25,7 @@ from lab.backends.queuefka.core.broker import Config, Fetched
 from lab.backends.queuefka.core.writer import FsyncPolicy
 from lab.runtime import Boot, Connection, Runtime
 from lab.wire.http import ResponseReader, encode_request
-from lab.verdict import ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, FIFO, HOLDERS, Allowance, Promises
+from lab.verdict import ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, DISK_LOSS, FIFO, HOLDERS, Allowance, Promises
 
 SERVER = "queuefka-0"
 GROUP = "lab"
@@ -152,6 +152,8 @@ class QueuefkaBackend(Backend):
             # no time bound: the fsync waits for the next write after the interval, however late
             allowances.append(Allowance("lost", ("crash",), f"fsync={given} may lose the records since the last fsync",
                                         scope=HOLDERS))
+        allowances.append(Allowance("lost", (DISK_LOSS,), "one broker: its log is every record's only copy, and a "
+                                    "destroyed disk loses them all", scope=HOLDERS))
         if not reliable:
             allowances.append(Allowance("lost", (ANY_FAULT,), "at-most-once: a fetch whose reply is cut loses its records",
                                         scope=CUT, per_get=options.get("prefetch")))
