@@ -226,6 +226,9 @@ def _parser() -> argparse.ArgumentParser:
     from lab.bench import sim as bench_sim_module  # its flags are its own
 
     bench_sim_module.add_arguments(bench.add_parser("sim", help="the simulated world's cost against bare SimPy"))
+    from lab.bench import checker as bench_checker_module
+
+    bench_checker_module.add_arguments(bench.add_parser("checker", help=bench_checker_module.HELP))
     b = bench.add_parser("aggregate", help="the Spark pipeline on synthetic samples, beside DuckDB")
     b.add_argument("--rows", type=int, default=10_000_000, help="synthetic sample rows (default 10,000,000)")
     b.add_argument("--master", help="Spark master (default local[*])")
@@ -290,6 +293,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         try:
             results = bench_sim(args)
         except ValueError as e:
+            raise UsageError(str(e)) from None
+    elif args.bench == "checker":
+        from lab.bench.checker import run as bench_checker
+
+        try:
+            results = bench_checker(args)
+        except ValueError as e:  # a bad flag
             raise UsageError(str(e)) from None
     elif args.bench == "loadgen":
         from loadgen.bench import run as bench_loadgen  # the load generator's own benchmark, beside it

@@ -1,4 +1,4 @@
-"""The checker on hand-made histories: every category of Jepsen's total-queue, and reordering."""
+"""The checker on hand-made histories: every category of Jepsen's total-queue, and real-time order."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import itertools
 
 from hypothesis import given, strategies as st
 
-from lab.checker import check, count_inversions
+from lab.bench.checker import count_inversions  # the old per-stream check, now the benchmark's peer
+from lab.checker import check
 from lab.verdict import RunFacts
 from tests.history import history
 
@@ -16,7 +17,7 @@ def test_a_clean_history_is_valid():
                       ("get", "c0", "p0:0", "ok"), ("get", "c0", "p0:1", "ok"), ("get", "c0", None, "fail")))
     assert v.valid
     assert (v.attempts, v.enqueued, v.dequeued, v.ok, v.lost, v.unexpected, v.duplicated, v.recovered) == (2, 2, 2, 2, 0, 0, 0, 0)
-    assert v.reordering.inversions == 0 and v.reordering.streams == 1
+    assert (v.reordering.inversions, v.reordering.checked, v.reordering.queues) == (0, 2, 1)
 
 
 def test_an_acknowledged_put_never_delivered_is_lost():
@@ -85,28 +86,44 @@ def test_failed_and_unknown_gets_are_not_deliveries():
     assert not v.valid and v.lost == 1 and v.dequeued == 0
 
 
-def test_reordering_counts_inversions_and_largest_displacement_per_stream():
-    ops = [("put", "p0", f"p0:{i}", "ok") for i in range(5)]
-    # c0 sees 3, 0, 1, 2, 4: three inversions, message 3 is 3 places early
+def test_each_message_that_overtook_another_is_one_inversion():
+    ops = [("put", "p0", f"p0:{i}", "ok") for i in range(5)]  # one after another: each acknowledged before the next
+    # c0 sees 3, 0, 1, 2, 4: message 3 overtook 0, 1 and 2
     ops += [("get", "c0", f"p0:{i}", "ok", 100 + k * 10) for k, i in enumerate([3, 0, 1, 2, 4])]
     v = check(history(*ops))
     assert v.valid
-    assert (v.reordering.inversions, v.reordering.max_displacement, v.reordering.reordered_streams) == (3, 3, 1)
+    r = v.reordering
+    assert (r.inversions, r.overtaken, r.most_overtakers, r.checked, r.scope) == (3, 3, 1, 5, "queue")
+    assert v.line().endswith("3 inversions (3 of 5 messages overtaken, at most by 1; order per queue)")
 
 
-def test_two_consumers_splitting_a_fifo_stream_are_not_reordered():
+def test_a_consumer_that_runs_ahead_of_another_overtakes_across_consumers():
     ops = [("put", "p0", f"p0:{i}", "ok") for i in range(6)]
-    # delivered alternately; c1's completions land before c0's, but each stream is in order
+    # delivered alternately; c1's gets all end before c0's begin: in real time c1 got 1, 3 and
+    # 5 before anybody asked for 0, 2 and 4
     ops += [("get", "c0" if i % 2 == 0 else "c1", f"p0:{i}", "ok", 100 + (i % 2) * -50 + i, 1) for i in range(6)]
-    v = check(history(*ops))
-    assert v.reordering.inversions == 0 and v.reordering.streams == 2
+    h = history(*ops)
+    kestrel = check(h, RunFacts("kestrel", {}, True, ()))  # FIFO per queue
+    assert kestrel.reordering.inversions == 3 + 2 + 1 and kestrel.verdict == "invalid"
+    assert "FIFO per queue" in kestrel.reason
+    queuefka = check(h, RunFacts("queuefka", {}, True, ()))  # FIFO per consumer: each consumer's are in order
+    assert queuefka.reordering.inversions == 0 and queuefka.reordering.scope == "consumer"
+    assert queuefka.verdict == "valid", queuefka.reason
 
 
-def test_order_is_taken_by_completion_time_not_by_row():
+def test_gets_that_overlap_promise_no_order():
     ops = [("put", "p0", "p0:0", "ok"), ("put", "p0", "p0:1", "ok"),
-           ("get", "c0", "p0:1", "ok", 100, 50),  # completes at 150
-           ("get", "c0", "p0:0", "ok", 110, 10)]  # completes at 120: first
+           ("get", "c0", "p0:1", "ok", 100, 50),  # returns at 150, after p0:0's get began
+           ("get", "c1", "p0:0", "ok", 110, 10)]
     assert check(history(*ops)).reordering.inversions == 0
+
+
+def test_puts_that_overlap_promise_no_order():
+    ops = [("put", "p0", "p0:0", "ok", 0, 20), ("put", "p1", "p1:0", "ok", 10, 5),  # p1:0 began before p0:0 returned
+           ("get", "c0", "p1:0", "ok", 100, 5), ("get", "c0", "p0:0", "ok", 110, 5)]
+    assert check(history(*ops)).reordering.inversions == 0
+    ops[1] = ("put", "p1", "p1:0", "ok", 21, 5)  # after it returned: p1:0 overtook p0:0
+    assert check(history(*ops)).reordering.inversions == 1
 
 
 def test_redeliveries_do_not_count_as_reordering():

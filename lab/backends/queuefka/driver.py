@@ -26,6 +26,7 @@ from lab.backends.queuefka.core.writer import FsyncPolicy
 from lab.runtime import Boot, Connection, Runtime
 from lab.wire.http import ResponseReader, encode_request
 from lab.verdict import ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, DISK_LOSS, FIFO, HOLDERS, Allowance, Promises
+from lab.verdict import FIFO_PER_CONSUMER  # the order of a prefetching client
 
 SERVER = "queuefka-0"
 GROUP = "lab"
@@ -158,7 +159,11 @@ class QueuefkaBackend(Backend):
             allowances.append(Allowance("lost", (ANY_FAULT,), "at-most-once: a fetch whose reply is cut loses its records",
                                         scope=CUT, per_get=options.get("prefetch")))
         return Promises(f"queuefka with fsync={given}, {'reliable acks' if reliable else 'auto acks'}",
-                        AT_LEAST_ONCE if reliable else AT_MOST_ONCE, FIFO, tuple(allowances),
+                        AT_LEAST_ONCE if reliable else AT_MOST_ONCE,
+                        # a client hands out its fetch's records one get at a time: with several
+                        # consumers one may run ahead of another's buffer, so the order is each
+                        # consumer's (real time across consumers only when it fetches one at a time)
+                        FIFO if options.get("prefetch") == 1 else FIFO_PER_CONSUMER, tuple(allowances),
                         lease_s=(options.get("session_timeout") or Config.session_timeout) if reliable else None, hands_back_on_close=reliable)
 
     promise_options = ({"fsync": "never"}, {"fsync": "always"})
