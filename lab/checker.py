@@ -43,10 +43,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lab.attribution import attribute, failed_operations
-from lab.order import Reordering, reordering
+from lab.order import Reordering, check_order
 from lab.record import mask, message_codes
-from lab.verdict import FIFO_PER_CONSUMER
-from lab.verdict import NO_ANOMALY, Judgement, RunFacts, delivery_problem, judge_run, total_queue
+from lab.verdict import (FIFO_PER_CONSUMER, NO_ANOMALY, NO_ORDER, Judgement, RunFacts, delivery_problem, judge_run,
+                         total_queue)
 
 EXAMPLES = 10  # how many ids of each anomaly the verdict lists
 
@@ -158,10 +158,11 @@ def check(samples: pa.Table, facts: RunFacts | None = None) -> Verdict:
     lost = np.maximum(enqueued - dequeued, 0)
     tally("lost", lost)
     examples = {name: examples[name] for name in ("lost", "unexpected", "duplicated", "recovered") if name in examples}
-    rows = np.flatnonzero(got)
-    gets = samples.select(["client", "t_start_ns", "latency_ns"]).take(pa.array(rows))
+    del got
     promises = facts.promises() if facts is not None else total_queue("no declared promises")
-    attribution = attribute(samples, codes, promises, lost=lost, duplicated=duplicated)
+    order = check_order(samples, codes, n, per_consumer=promises.order == FIFO_PER_CONSUMER)
+    attribution = attribute(samples, codes, promises, lost=lost, duplicated=duplicated,
+                            overtaken=order.counts if promises.order != NO_ORDER else None)
     for anomaly, chosen in attribution.unexplained.items():
         names = ids.take(pa.array(chosen))
         examples[f"unexplained {anomaly}"] = names.take(pc.sort_indices(names)[:EXAMPLES]).to_pylist()
@@ -174,16 +175,9 @@ def check(samples: pa.Table, facts: RunFacts | None = None) -> Verdict:
         unexpected=totals["unexpected"],
         duplicated=totals["duplicated"],
         recovered=totals["recovered"],
-        reordering=_reordering(samples, codes, ids, facts),
+        reordering=order.summary,
         examples=examples,
         explained=attribution.explained,
         failed=failed_operations(samples),
         facts=facts,
     )
-
-
-def _reordering(samples: pa.Table, codes: np.ndarray, ids: pa.Array, facts: RunFacts | None) -> Reordering:
-    """The real-time order of ``samples`` (``lab.order``), per consumer when the design
-    promises no more (``facts``: none, or no order promised: per queue, counted only)."""
-    per_consumer = facts is not None and facts.promises().order == FIFO_PER_CONSUMER
-    return reordering(samples, codes, len(ids), per_consumer=per_consumer)

@@ -295,4 +295,4 @@ def judge_run(facts: RunFacts | None, *, attempts: int, enqueued: int, dequeued:
     faults = frozenset(facts.faults) if facts is not None else frozenset()
     return judge(promises, faults, attempts=attempts, enqueued=enqueued, dequeued=dequeued, lost=lost,
                  unexpected=unexpected, duplicated=duplicated, inversions=inversions, explained=explained,
-                 failed=failed)
+                 failed=failed if facts is not None else None)  # Jepsen's rule judges delivery alone

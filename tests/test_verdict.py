@@ -121,12 +121,14 @@ def test_each_design_declares_its_durability_per_option_set():
         p = cls.promises(cls.check_options(options), reliable)
         return sorted(f for a in p.allowances if a.anomaly == "lost" for f in a.faults)
 
-    assert lose_under("kestrel", {}) == lose_under("kestrel", {"syncJournal": "100ms"}) == ["crash"]
-    assert lose_under("kestrel", {"syncJournal": "always"}) == []
-    assert lose_under("kestrel", {"syncJournal": "always"}, reliable=False) == [ANY_FAULT]  # at-most-once
-    assert lose_under("queuefka", {}) == lose_under("queuefka", {"fsync": "1000records"}) == ["crash"]
-    assert lose_under("queuefka", {"fsync": "always"}) == []
-    assert lose_under("ideal", {}) == [ANY_FAULT, "crash"]
+    # one server: a destroyed disk loses everything, whatever the fsync policy
+    assert lose_under("kestrel", {}) == lose_under("kestrel", {"syncJournal": "100ms"}) == ["crash", "disk-loss"]
+    assert lose_under("kestrel", {"syncJournal": "always"}) == ["disk-loss"]
+    assert lose_under("kestrel", {"syncJournal": "always"}, reliable=False) == [ANY_FAULT, "disk-loss"]  # at-most-once
+    assert lose_under("queuefka", {}) == lose_under("queuefka", {"fsync": "1000records"}) == ["crash", "disk-loss"]
+    assert lose_under("queuefka", {"fsync": "always"}) == ["disk-loss"]
+    assert lose_under("ideal", {}) == [ANY_FAULT, "crash", "disk-loss"]
+    assert lose_under("primer", {"persistence": "aof"}) == ["disk-loss"]
     kestrel = backend_class("kestrel")
     assert kestrel.promises(kestrel.check_options({}), True).delivery == AT_LEAST_ONCE
     assert kestrel.promises(kestrel.check_options({}), False).delivery == AT_MOST_ONCE
