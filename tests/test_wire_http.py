@@ -396,6 +396,7 @@ def test_queuefka_round_trip_over_the_sans_io_front(tmp_path: Path):
 def test_queuefka_refusals_over_the_sans_io_front_are_json_and_write_nothing(tmp_path: Path):
     async def exercise(call, core):
         await call("POST", "/topics/orders/messages", b"first")
+        await call("GET", "/topics/orders/messages?group=g")  # a commit acknowledges what was handed out
         await call("POST", "/topics/orders/groups/g/commit", json_body={"address": 13})
         refused = [
             (await call("GET", "/topics/orders/messages"), 400, "group=NAME is required"),

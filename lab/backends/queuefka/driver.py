@@ -23,6 +23,7 @@ from lab.backends import Backend, Delivery, QueueClient, Rejected
 from lab.backends.options import TIMEOUT, Option, number, whole
 from lab.backends.queuefka.core.broker import Config, Fetched
 from lab.backends.queuefka.core.writer import FsyncPolicy
+from lab.backends.queuefka.wire.http import EPOCH_HEADER
 from lab.runtime import Boot, Connection, Runtime
 from lab.wire.http import ResponseReader, encode_request
 from lab.verdict import ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, DISK_LOSS, FIFO, HOLDERS, Allowance, Promises
@@ -31,6 +32,7 @@ from lab.verdict import FIFO_PER_CONSUMER  # the order of a prefetching client
 SERVER = "queuefka-0"
 GROUP = "lab"
 NO_TOPIC_POLL = 0.01  # seconds between looks for a topic that does not exist yet
+LEASE_LOST = 409  # the front's status for a lost lease: a commit of records fetched before a restart
 
 
 def _fsync_text(value: object) -> str:
@@ -48,14 +50,15 @@ class QueuefkaClient(QueueClient):
     connection): a 4xx is a definite refusal, a timeout or a 5xx an unknown outcome.
 
     It fetches up to ``prefetch`` records at a time and hands them out one by one, as a
-    Kafka consumer does; each delivery's token is the address after its record, so an ack
-    commits exactly up to it."""
+    Kafka consumer does; each delivery's token is the address after its record and the
+    broker's epoch when it was fetched, so an ack commits exactly up to it — or is refused
+    if the broker restarted since."""
 
     def __init__(self, rt: Runtime, conn: Connection, reliable: bool, timeout: float, prefetch: int):
         self.rt, self.conn, self.timeout = rt, conn, timeout
         self.mode = _mode(reliable)
         self.prefetch = prefetch
-        self._buffered: dict[str, deque[tuple[bytes, int]]] = {}
+        self._buffered: dict[str, deque[tuple[bytes, tuple[int, int | None]]]] = {}
 
     async def _fetch(self, queue: str, wait: float) -> Fetched:
         """A topic that does not exist yet is an empty get, not an error: consumers often
@@ -76,38 +79,49 @@ class QueuefkaClient(QueueClient):
             fetched = await self._fetch(queue, wait)
             if not fetched.records:
                 return None
-            tokens = [address for address, _ in fetched.records[1:]] + [fetched.next]
+            tokens = [(address, fetched.epoch) for address, _ in fetched.records[1:]] + [(fetched.next, fetched.epoch)]
             buffered = self._buffered[queue] = deque(zip((p for _, p in fetched.records), tokens))
         payload, token = buffered.popleft()
         return Delivery(queue, payload, token)
 
-    async def _send(self, method: str, target: str, timeout: float, body: bytes = b"") -> tuple[int, bytes]:
-        reply = await self.conn.exchange(encode_request(method, target, SERVER, body), ResponseReader(method), timeout)
-        return reply.status, reply.body
+    async def _send(self, method: str, target: str, timeout: float, body: bytes = b"",
+                    headers: tuple[tuple[str, str], ...] = ()) -> tuple[int, bytes, dict[str, str]]:
+        reply = await self.conn.exchange(encode_request(method, target, SERVER, body, headers),
+                                         ResponseReader(method), timeout)
+        return reply.status, reply.body, reply.headers
 
     async def put(self, queue: str, body: bytes) -> None:
-        _reply(*await self._send("POST", f"/topics/{quote(queue, safe='')}/messages", self.timeout, body))
+        _reply(*(await self._send("POST", f"/topics/{quote(queue, safe='')}/messages", self.timeout, body))[:2])
 
     async def _fetch_once(self, queue: str, wait: float) -> Fetched | None:
         """One fetch; None if the topic does not exist (yet)."""
         target = (f"/topics/{quote(queue, safe='')}/messages?group={GROUP}&max={self.prefetch}"
                   f"&wait={wait!r}&mode={self.mode}")
-        status, body = await self._send("GET", target, wait + self.timeout)
+        status, body, headers = await self._send("GET", target, wait + self.timeout)
         if status == 404:  # the front's answer for a topic that does not exist
             return None
         reply = _reply(status, body)
-        return Fetched([(r["address"], base64.b64decode(r["payload"])) for r in reply["records"]], reply["next"])
+        epoch = headers.get(EPOCH_HEADER.lower())
+        return Fetched([(r["address"], base64.b64decode(r["payload"])) for r in reply["records"]], reply["next"],
+                       None if epoch is None else int(epoch))
 
     async def ack(self, delivery: Delivery) -> None:
-        body = b'{"address": %d}' % delivery.token
-        _reply(*await self._send("POST", f"/topics/{quote(delivery.queue, safe='')}/groups/{GROUP}/commit",
-                                 self.timeout, body))
+        """Commit up to the delivery's token, with the epoch of the fetch it came in. A 409
+        is a lost lease (the node restarted since that fetch): a definite refusal; the record
+        comes back, and so does everything fetched with it, which is dropped here."""
+        address, epoch = delivery.token
+        status, body, _ = await self._send("POST", f"/topics/{quote(delivery.queue, safe='')}/groups/{GROUP}/commit",
+                                           self.timeout, b'{"address": %d}' % address,
+                                           () if epoch is None else ((EPOCH_HEADER, str(epoch)),))
+        if status == LEASE_LOST:
+            self._buffered.clear()
+        _reply(status, body)
 
     async def backlog(self, queue: str) -> int | None:
         """Whether the group ``lab`` has records of ``queue`` it has not acknowledged — leased
         to a consumer (whose fetch's reply may have been cut: they come back when its
         session ends) or not yet fetched: 1 if so (the count is unknown), else 0."""
-        status, body = await self._send("GET", f"/topics/{quote(queue, safe='')}", self.timeout)
+        status, body, _ = await self._send("GET", f"/topics/{quote(queue, safe='')}", self.timeout)
         if status == 404:
             return 0
         stats = _reply(status, body)

@@ -15,6 +15,16 @@ share-partition start offset), so a crash or restart hands out again what was no
 acknowledged, and a commit cannot skip records another reader has not processed. Records
 leased to a session that closes its connection, or is idle for ``session_timeout``, are
 handed out again (their fetch's reply may never have arrived).
+
+Leases live in memory, so none survives a restart, and a commit must not be taken for one
+it never made: an address from a fetch before the restart may lie past every record handed
+out since (it would skip them), inside another reader's fetch (it would acknowledge records
+nobody processed), or — where the crash lost the log's unsynced tail — on a new record
+written at the same bytes. So each incarnation of the broker has an ``epoch``, which every
+fetch reports; a commit that brings another epoch, or an address past every record handed
+out, is ``LeaseLost`` and acknowledges nothing (as a Kafka share group refuses an
+acknowledgement once its acquisition lock is gone): the reader drops what it holds from
+that fetch, and the records are handed out again.
 """
 
 from __future__ import annotations
@@ -32,12 +42,14 @@ from lab.backends.queuefka.core.writer import DEFAULT_SEGMENT_SIZE, FsyncPolicy,
 from lab.runtime import Runtime
 
 MAX_FETCH = 10_000
+EPOCH_MASK = (1 << 62) - 1  # an epoch is a JSON-safe non-negative integer
 
 
 @dataclass(frozen=True)
 class Fetched:
     records: list[tuple[int, bytes]]
     next: int  # commit this to acknowledge every record up to here
+    epoch: int | None = None  # the broker's incarnation that handed them out: commit with it
 
 
 class UnknownTopic(LookupError):
@@ -54,6 +66,12 @@ class GroupExists(ValueError):
 
 class BadRequest(ValueError):
     """The request is malformed (a name, mode, count or address); nothing was done."""
+
+
+class LeaseLost(Exception):
+    """A commit of records this incarnation of the broker never handed out (fetched before
+    a restart, or past every record handed out); nothing was acknowledged, and the records
+    that are still unacknowledged come back."""
 
 
 @dataclass
@@ -146,6 +164,9 @@ class QueuefkaCore:
         self.config = config or Config()
         self.topics: dict[str, _Topic] = {}
         self._local = Session(rt.now())  # the one session of callers that name none
+        #: this incarnation, different from every other: the boot time (a restarted live
+        #: process draws the same seeded numbers) and a draw (two sim nodes share the clock)
+        self.epoch = (rt.now_ns() ^ rt.random.getrandbits(62)) & EPOCH_MASK
 
     def session(self) -> Session:
         """A new reader session (a connection's)."""
@@ -225,7 +246,7 @@ class QueuefkaCore:
         deadline = self.rt.now() + max(0.0, wait)
         while True:
             if topic.groups.get(group) is not state:  # deleted while this fetch waited
-                return Fetched([], state.consumer.position)
+                return Fetched([], state.consumer.position, self.epoch)
             session.seen = self.rt.now()  # a session waiting in a fetch is alive
             expires = self._hand_back_expired(state)
             records, next_address = self._take(topic, state, max_count, None if mode == MODES[1] else session)
@@ -233,10 +254,10 @@ class QueuefkaCore:
                 if mode == MODES[1]:  # at-most-once: acknowledged before they are handed out
                     state.consumer.commit(self._floor(state))
                     await topic.store.settle(_group_file(group))
-                return Fetched(records, next_address)
+                return Fetched(records, next_address, self.epoch)
             remaining = deadline - self.rt.now()
             if remaining <= 0:
-                return Fetched([], state.consumer.position)
+                return Fetched([], state.consumer.position, self.epoch)
             if expires is not None:  # wake when another session's lease runs out
                 remaining = min(remaining, max(expires - self.rt.now(), 1e-3))
             await self.rt.wait(topic.arrived, remaining)
@@ -284,15 +305,31 @@ class QueuefkaCore:
         """The group's first record not acknowledged: what it commits."""
         return min((lease.start for lease in state.leases), default=state.consumer.position)
 
-    async def commit(self, name: str, group: str, address: int, session: Session | None = None) -> int:
+    async def commit(self, name: str, group: str, address: int, session: Session | None = None,
+                     epoch: int | None = None) -> int:
         """Acknowledge up to ``address`` (a record address, or the end of the log) for
-        ``group``: the records before it in the fetch it points into, ``session``'s earlier
-        fetches before it, and any records never handed out before it (committing ahead
-        skips them). The group's committed offset: its first record not acknowledged."""
+        ``group``: the records before it in the fetch it points into, and ``session``'s
+        earlier fetches before it. ``epoch`` is the fetch's (None: not checked); another
+        incarnation's, or an address past every record handed out, is ``LeaseLost``. The
+        group's committed offset: its first record not acknowledged."""
         _check_group(group)
         topic = self.topic(name, create=False)
         self._check_commit_address(topic, address)  # before the group exists: a refusal writes nothing
+        if epoch is not None and epoch != self.epoch:
+            raise LeaseLost(f"lease lost: address {address} of group {group!r} in topic {name!r} was fetched "
+                            f"from an earlier incarnation of the broker (epoch {epoch}; it restarted since, "
+                            f"now epoch {self.epoch}): nothing was acknowledged, and what was not is handed "
+                            "out again")
+        new = group not in topic.groups
         state = self._group(topic, group)
+        if address > state.consumer.position:  # never handed out: a commit cannot skip records
+            if new:  # a refusal leaves no trace, not even the group's reading state
+                state.consumer.close()
+                del topic.groups[group]
+            raise LeaseLost(f"lease lost: address {address} of group {group!r} in topic {name!r} is past every "
+                            f"record handed out since the broker started ({state.consumer.position}): its fetch "
+                            "came before a restart, or it was never fetched (PUT the group to start it "
+                            "elsewhere); nothing was acknowledged")
         session = self._local if session is None else session
         session.seen = self.rt.now()
         for lease in state.leases:
@@ -302,8 +339,6 @@ class QueuefkaCore:
                 lease.start = lease.end
         state.leases = [lease for lease in state.leases if lease.start < lease.end]
         consumer = state.consumer
-        if address > consumer.position:  # ahead of every record handed out: skip to it
-            consumer.reader.seek(address)
         consumer.commit(self._floor(state))
         await topic.store.settle(_group_file(group))
         return consumer.committed

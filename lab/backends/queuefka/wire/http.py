@@ -7,8 +7,11 @@ It only turns requests into core calls and errors into status codes:
     GET  /topics/{t}/messages?group=G&max=N[&wait=S][&mode=at-most-once]
                                                                       -> 200 {"records": [{"address", "payload"}], "next": n}
          (payloads base64; with &format=raw and max=1: the payload as the body,
-          addresses in Queuefka-Address / Queuefka-Next headers, 204 if none)
+          addresses in Queuefka-Address / Queuefka-Next headers, 204 if none;
+          either way the broker's incarnation in a Queuefka-Epoch header)
     POST /topics/{t}/groups/{g}/commit        {"address": n}          -> 200 {"committed": n}
+         (with the fetch's Queuefka-Epoch header: 409 if the node restarted since; 409 too
+          for an address past every record handed out — a lost lease: nothing acknowledged)
     PUT  /topics/{t}/groups/{g}               [{"start": "beginning" | "end" | n}]
                                                                       -> 201 {"committed": n}; 409 if it exists
     DELETE /topics/{t}/groups/{g}                                     -> 200 {"deleted": g}; 404 if none
@@ -31,6 +34,9 @@ cut) and which bytes trickling in do not reset.
 Each connection is one reader session of the core (``core.broker.Session``): the records
 a GET hands out at least once are leased to it until a commit acknowledges them, and
 handed out again if the connection closes first, or stays idle for the session timeout.
+A commit that sends back the GET's ``Queuefka-Epoch`` is refused with a 409 if the node
+restarted in between (its leases are gone, and the addresses may hold other records now):
+nothing is acknowledged, and the records come back. Send it.
 
 ``accept_http(core)`` is what a world's ``net.listen(port, ...)`` takes.
 """
@@ -43,7 +49,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from lab.backends.queuefka.core.broker import (
-    MAX_FETCH, BadRequest, GroupExists, QueuefkaCore, Session, UnknownGroup, UnknownTopic,
+    MAX_FETCH, BadRequest, GroupExists, LeaseLost, QueuefkaCore, Session, UnknownGroup, UnknownTopic,
 )
 from lab.backends.queuefka.core.framing import DEFAULT_MAX_RECORD
 from lab.wire.http import HttpServerConnection, Request, Response, Router, error, json_response
@@ -54,6 +60,7 @@ if TYPE_CHECKING:
 MAX_WAIT = 60.0
 HEADER_TIMEOUT = 10.0  # seconds; also how long an idle keep-alive connection is kept
 _RAW = "application/octet-stream"
+EPOCH_HEADER = "Queuefka-Epoch"  # on every fetch's reply; a commit sends it back
 
 
 def _query_number(request: Request, key: str, kind: type, default: Any, low: Any, high: Any) -> Any:
@@ -88,7 +95,7 @@ def _guarded(core: QueuefkaCore, route: Route) -> Callable[[Request], Awaitable[
             return await route(core, request)
         except (UnknownTopic, UnknownGroup) as e:
             return error(404, str(e))
-        except GroupExists as e:
+        except (GroupExists, LeaseLost) as e:
             return error(409, str(e))
         except BadRequest as e:
             return error(400, str(e))
@@ -115,14 +122,15 @@ async def fetch(core: QueuefkaCore, request: Request, session: Session | None = 
         return error(400, "format=raw returns one record: use max=1")
     fetched = await core.fetch(request.params["topic"], group, max_count, wait, query.get("mode", "at-least-once"),
                                session=session)
+    epoch = {EPOCH_HEADER: str(fetched.epoch)}
     if raw == "raw":
         if not fetched.records:
-            return Response(204, b"", {"Queuefka-Next": str(fetched.next)})
+            return Response(204, b"", {"Queuefka-Next": str(fetched.next), **epoch})
         [(address, payload)] = fetched.records
         return Response(200, payload, {"Content-Type": _RAW, "Queuefka-Address": str(address),
-                                       "Queuefka-Next": str(fetched.next)})
+                                       "Queuefka-Next": str(fetched.next), **epoch})
     records = [{"address": a, "payload": base64.b64encode(p).decode()} for a, p in fetched.records]
-    return json_response({"records": records, "next": fetched.next})
+    return json_response({"records": records, "next": fetched.next}, headers=epoch)
 
 
 async def commit(core: QueuefkaCore, request: Request, session: Session | None = None) -> Response:
@@ -130,7 +138,11 @@ async def commit(core: QueuefkaCore, request: Request, session: Session | None =
     address = body.get("address") if isinstance(body, dict) else None
     if not isinstance(address, int) or isinstance(address, bool):
         return error(400, 'the body must be JSON with an integer address: {"address": N}')
-    committed = await core.commit(request.params["topic"], request.params["group"], address, session=session)
+    epoch = request.headers.get(EPOCH_HEADER.lower())
+    if epoch is not None and not (epoch.isascii() and epoch.isdigit() and len(epoch) <= 20):
+        return error(400, f"{EPOCH_HEADER}: {epoch!r} is not an epoch (send back the fetch's)")
+    committed = await core.commit(request.params["topic"], request.params["group"], address, session=session,
+                                  epoch=None if epoch is None else int(epoch))
     return json_response({"committed": committed})
 
 
