@@ -15,6 +15,10 @@ Messages are datagrams — a request or a reply a partition drops is gone, and t
 timeout decides — except a connection's close (``send(..., reliable=True)``), which TCP
 retransmits until it arrives: a server whose client gave up during a split learns of it
 after the heal, as a real one would (its FIN retransmitted), and not never.
+
+Frame kinds: ``call`` (a request that wants a reply), ``ok``/``err`` (its reply), ``send``
+(one way: a message, or a client's bytes or close on a stream), and ``stream`` (what a
+server's side of a stream wrote, to the client's connection, ``models.streams``).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import math
 import random
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Coroutine, Iterable
 
 from lab.runtime import Accept, CallTimeout, Handler, RemoteError, Unreachable
 from lab.service import message_bytes, message_kind
@@ -209,7 +213,13 @@ class SimNetwork:
             self.dropped["node down"] += 1
             return
         rt = node.runtime
-        if kind in ("ok", "err"):
+        if kind == "stream":  # a server's bytes (or close) to a client's connection
+            connection = rt.net.connections.get(payload.conn)
+            if connection is None:  # closed, or of an incarnation that crashed
+                self.dropped["closed connection"] += 1
+                return
+            connection.arrived(payload)
+        elif kind in ("ok", "err"):
             waiting = rt.net.pending.get(request_id)
             if waiting is None or waiting.triggered:  # given up on (its timeout has fired)
                 self.dropped["late reply"] += 1
@@ -223,7 +233,7 @@ class SimNetwork:
                 self.dropped["not serving"] += 1
                 return
             if streams:
-                net.streams.started(payload, None)  # the connection opens before its first request runs
+                net.streams.arrived(payload)  # the connection opens before its first request runs
             task = rt.start(net.answer(handler, source, kind, request_id, payload), name="handler")
             if streams and task is not None:
                 net.streams.waiting(payload, task)
@@ -250,6 +260,7 @@ class SimNetPort:
         self.handler: Handler | None = None
         self.pending: dict[int, Any] = {}
         self.streams = SimListeners(runtime)
+        self.connections: dict[str, SimConnection] = {}  # this node's open client connections, by id
         self._connections = itertools.count()
 
     async def serve(self, handler: Handler) -> None:
@@ -290,21 +301,34 @@ class SimNetPort:
             del self.pending[request_id]
         if answer is None:
             raise CallTimeout(f"no reply from {peer!r} within {timeout:g} s")
-        world = network.world
-        cpu = self.rt.cpu
-        if cpu is not None:  # a server node's call to a peer: the reply is a frame it receives
-            if cpu.model.transport_ns:
-                await cpu.serve("reply", 0, round(cpu.model.transport_ns))
-        elif world.client_cpu is not None and self.rt.node not in world.server_names and self.rt.node != "control":
-            # the load generator's process: a round trip's client work, charged when the reply
-            # comes (its parsing and the caller's wake-up), where replies that arrive together queue
-            await world.client_cpu.serve("client")
+        work = self.reply_work()
+        if work is not None:
+            await work
         status, payload = answer
         if status == "err":
             raise RemoteError(payload)
         return payload
 
+    def reply_work(self) -> Coroutine[Any, Any, None] | None:
+        """The CPU this node spends on a reply it receives (a call's, or a stream exchange's),
+        or None when it costs nothing here."""
+        cpu = self.rt.cpu
+        if cpu is not None:  # a server node's call to a peer: the reply is a frame it receives
+            return cpu.serve("reply", 0, round(cpu.model.transport_ns)) if cpu.model.transport_ns else None
+        world = self.network.world
+        if world.client_cpu is not None and self.rt.node not in world.server_names and self.rt.node != "control":
+            # the load generator's process: a round trip's client work, charged when the reply
+            # comes (its parsing and the caller's wake-up), where replies that arrive together queue
+            return world.client_cpu.serve("client")
+        return None
+
     def send(self, peer: str, message: Any, reliable: bool = False) -> None:
         """A one-way message; ``reliable``: retransmitted until it arrives, as TCP would (a close)."""
         if self.rt.alive:
             self.network.transmit(self.rt, peer, "send", 0, message, RETRANSMISSIONS if reliable else 0)
+
+    def stream(self, peer: str, frame: Any, reliable: bool = False) -> None:
+        """A server's stream frame to a client's connection on ``peer`` (``models.streams``);
+        ``reliable``: a close, retransmitted until it arrives."""
+        if self.rt.alive:
+            self.network.transmit(self.rt, peer, "stream", 0, frame, RETRANSMISSIONS if reliable else 0)
