@@ -36,7 +36,7 @@ OPS = ("put", "e2e")
 QUANTILES = ("p50_ns", "p99_ns", "p999_ns")
 SEVERITY = {VALID: 0, ALLOWED: 1, INVALID: 2}
 COLUMNS = ("backend", "options", "scenario", "seeds", "verdict", "reason", "lost", "duplicated", "unexpected",
-           "inversions", "max_displacement", "recover_s", "undelivered", "recover_within", "recovered_in_time",
+           "inversions", "most_overtakers", "recover_s", "undelivered", "recover_within", "recovered_in_time",
            *(f"{op}_{phase}_{q}" for op in OPS for phase in PHASES for q in QUANTILES), "run_ids")
 
 
@@ -65,7 +65,7 @@ class SeedRun:
     duplicated: int
     unexpected: int
     inversions: int
-    max_displacement: int
+    most_overtakers: int
     recover_s: float | None
     undelivered: int
     wall_seconds: float
@@ -201,7 +201,7 @@ def _run_one(workload: Workload, backend: str, options: dict[str, Any], seed: in
     v = result.verdict
     recovery = time_to_recover(read_samples(result.run_dir))
     return SeedRun(result.run_id, str(result.run_dir), seed, v.verdict, v.reason, v.lost, v.duplicated,
-                   v.unexpected, v.reordering.inversions, v.reordering.max_displacement, recovery.seconds,
+                   v.unexpected, v.reordering.inversions, v.reordering.most_overtakers, recovery.seconds,
                    recovery.undelivered, result.wall_seconds)
 
 
@@ -238,7 +238,7 @@ def _row(cell: Cell, runs: list[SeedRun], scenario: Workload,
         "reason": worst.reason if worst.verdict != VALID else "",
         "lost": sum(r.lost for r in runs), "duplicated": sum(r.duplicated for r in runs),
         "unexpected": sum(r.unexpected for r in runs), "inversions": sum(r.inversions for r in runs),
-        "max_displacement": max(r.max_displacement for r in runs),
+        "most_overtakers": max(r.most_overtakers for r in runs),
         "recover_s": recover, "undelivered": sum(r.undelivered for r in runs), "recover_within": budget,
         "recovered_in_time": None if budget is None else (recover is not None and recover <= budget),
         "run_ids": " ".join(r.run_id for r in runs),
