@@ -250,19 +250,21 @@ class SeedRun:
 
 def broken_promises(verdict: Any) -> tuple[str, ...]:
     """The anomalies that make a checker ``Verdict`` invalid, each judged alone against the
-    run's promises: lost, duplicated, reordered, unexpected; or "no evidence"."""
+    run's promises with the checker's explanations: lost, duplicated, reordered,
+    unexpected, refused (puts refused with no fault); or "no evidence"."""
     if verdict.verdict != INVALID:
         return ()
     if verdict.problem:
         return ("no evidence",)
     counts = {"lost": verdict.lost, "duplicated": verdict.duplicated, "reordered": verdict.reordering.inversions,
-              "unexpected": verdict.unexpected}
+              "unexpected": verdict.unexpected, "refused": verdict.failed.get("put", 0)}
     broken = []
     for anomaly, count in counts.items():
         alone = {name: (count if name == anomaly else 0) for name in counts}
         if count and judge_run(verdict.facts, attempts=verdict.attempts, enqueued=verdict.enqueued,
                                dequeued=verdict.dequeued, lost=alone["lost"], unexpected=alone["unexpected"],
-                               duplicated=alone["duplicated"], inversions=alone["reordered"]).verdict == INVALID:
+                               duplicated=alone["duplicated"], inversions=alone["reordered"],
+                               explained=verdict.explained, failed={"put": alone["refused"]}).verdict == INVALID:
             broken.append(anomaly)
     return tuple(broken)
 
