@@ -52,7 +52,8 @@ class QueuefkaClient(QueueClient):
     It fetches up to ``prefetch`` records at a time and hands them out one by one, as a
     Kafka consumer does; each delivery's token is the address after its record and the
     broker's epoch when it was fetched, so an ack commits exactly up to it — or is refused
-    if the broker restarted since."""
+    if the broker restarted since. The records it holds are leased to its connection: when
+    that breaks, or a commit is refused, it drops them (the broker hands them out again)."""
 
     def __init__(self, rt: Runtime, conn: Connection, reliable: bool, timeout: float, prefetch: int):
         self.rt, self.conn, self.timeout = rt, conn, timeout
@@ -86,8 +87,15 @@ class QueuefkaClient(QueueClient):
 
     async def _send(self, method: str, target: str, timeout: float, body: bytes = b"",
                     headers: tuple[tuple[str, str], ...] = ()) -> tuple[int, bytes, dict[str, str]]:
-        reply = await self.conn.exchange(encode_request(method, target, SERVER, body, headers),
-                                         ResponseReader(method), timeout)
+        try:
+            reply = await self.conn.exchange(encode_request(method, target, SERVER, body, headers),
+                                             ResponseReader(method), timeout)
+        except Exception:
+            # The connection is closed now (its state unknown) and the next request opens
+            # another: the broker ends this one's session and hands out again what it
+            # leased. Handing those records out here too would deliver them twice: drop them.
+            self._buffered.clear()
+            raise
         return reply.status, reply.body, reply.headers
 
     async def put(self, queue: str, body: bytes) -> None:
