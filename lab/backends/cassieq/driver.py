@@ -11,7 +11,8 @@ SQLite file beside their data dirs (or a PostgreSQL server, ``store=postgresql:/
 A client speaks HTTP/1.1 (``lab.wire.http``) over the world's connections, picking an API
 node at random for every request, with the account's key (``Authorization: Key``). It
 sets itself up as a user would: the admin API gives the account's keys (creating the
-account ``lab`` if there is none), and a queue is created on first use. A get leases a
+account ``lab`` if there is none), and a queue is created on first use; a key the API no
+longer knows (401: a store that lost its disk) sends it through that set-up again. A get leases a
 message for ``invisibility`` seconds and an ack deletes it with the pop receipt
 (reliable acks: at-least-once); with auto acks the client acks at once after the get.
 At the end of a run the drain asks the queue's size (``backlog``), as a user draining a
@@ -95,7 +96,11 @@ class CassieqClient(QueueClient):
         key = await self._account_key()
         conn = self.api[self.rt.random.randrange(len(self.api))]
         headers = (("authorization", f"Key {key}"), ("content-type", content_type))
-        return await self._send(conn, method, f"/api/v1/accounts/{ACCOUNT}/queues{path}", body, headers, timeout)
+        reply = await self._send(conn, method, f"/api/v1/accounts/{ACCOUNT}/queues{path}", body, headers, timeout)
+        if reply.status == 401:  # the account is gone (a store that lost its disk): set up again, as a user would
+            self.key = None
+            self.queues.clear()
+        return reply
 
     async def _queue(self, queue: str) -> str:
         """The queue's path, created on first use."""
