@@ -11,7 +11,14 @@ producers put them), when
 
 Each such pair (A, B) is one inversion. Calls that overlap promise nothing about each
 other, so two puts in flight at once (open-loop producers, a pool of clients) or two gets
-in flight at once are never counted, across producers and consumers alike. A design that
+in flight at once are never counted, across producers and consumers alike.
+
+Instants are whole nanoseconds, and the sim's clients begin their next operation in the very
+nanosecond the last one returned: so an operation that took time and ended in the nanosecond
+another began counts as before it (its effect lay inside its call, strictly before that
+instant, unless the network and the server took no time at all); one that took no time does
+not. In "ticks" of half a nanosecond (``Timeline``): a call begins at ``2 t`` and ends at
+``2 t - 1`` if it took time, ``2 t`` if not, and "before" is ``<`` on ticks. A design that
 promises order per consumer only (a client that serves its gets from the buffer of one
 fetch) is checked with ``per_consumer``: then A and B must also have been delivered to the
 same consumer.
@@ -59,14 +66,14 @@ class Reordering:
 
 @dataclass(frozen=True)
 class Timeline:
-    """The checked messages of a run, one array entry each."""
+    """The checked messages of a run, one array entry each; instants in ticks (see above)."""
 
     index: np.ndarray  # the message's index among the run's distinct ids (the checker's codes)
     group: np.ndarray  # its queue (with per_consumer: its queue and the consumer it went to), coded
-    put_start: np.ndarray  # ns
-    put_acked: np.ndarray  # ns; _NONE where no put of it returned ok
-    get_start: np.ndarray  # ns
-    get_done: np.ndarray  # ns
+    put_start: np.ndarray  # its first put's invocation
+    put_acked: np.ndarray  # its first put's acknowledgement; _NONE where no put of it returned ok
+    get_start: np.ndarray  # its delivery's invocation
+    get_done: np.ndarray  # its delivery's return
     queues: int  # distinct queues among them
 
 
@@ -81,7 +88,10 @@ def timeline(samples: pa.Table, codes: np.ndarray, n: int, per_consumer: bool = 
     t_start_ns, latency_ns and outcome columns, and queue if present: without it, one queue),
     ``codes`` each row's message index (-1: none) among ``n`` distinct ids."""
     start = samples.column("t_start_ns").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-    done = start + samples.column("latency_ns").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    latency = samples.column("latency_ns").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    done = 2 * (start + latency) - (latency > 0)  # in ticks: a call that took time ended before its last ns
+    start = 2 * start
+    del latency
     ok = _mask(samples, "outcome", "ok")
     has_id = codes >= 0
     op = _encode(samples.column("op"), ("put", "get", "release"))
