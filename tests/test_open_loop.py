@@ -40,23 +40,28 @@ def test_poisson_puts_start_on_schedule_and_overlap(tmp_path):
     gaps = np.diff(starts) / 1e9
     assert np.mean(gaps) == pytest.approx(1 / 20_000, rel=0.05)
     assert np.std(gaps) / np.mean(gaps) == pytest.approx(1.0, abs=0.1)  # exponential gaps
-    v = result.verdict
-    assert v.valid and v.attempts == v.ok == puts.num_rows and v.lost == 0
+    v = result.verdict  # puts in flight together promise no order between them
+    assert v.valid and v.attempts == v.ok == puts.num_rows and v.lost == 0 and v.reordering.inversions == 0, v.line()
 
 
 def test_a_closed_loop_producer_has_one_put_in_flight(tmp_path):
     w = parse_workload({**OPEN, "arrivals": "constant"})
-    puts = puts_of(read_samples(run(w, "ideal", "sim", out=tmp_path, progress=False).run_dir))
+    result = run(w, "ideal", "sim", out=tmp_path, progress=False)
+    puts = puts_of(read_samples(result.run_dir))
     assert most_in_flight(puts) == 1
+    assert result.verdict.verdict == "valid" and result.verdict.reordering.inversions == 0, result.verdict.line()
     assert pc.max(puts.column("delay_ns")).as_py() > 0  # it falls behind its schedule instead
 
 
 def test_open_loop_runs_are_identical_row_for_row_for_one_seed(tmp_path):
     w = parse_workload({**OPEN, "producers": 2, "consumers": 2, "queues": 2, "ack": "reliable",
                         "sim": {"latency": {"dist": "lognormal", "ms": 0.2, "sigma": 0.8}, "fifo_links": False}})
-    a = read_samples(run(w, "ideal", "sim", out=tmp_path / "a", progress=False).run_dir)
-    b = read_samples(run(w, "ideal", "sim", out=tmp_path / "b", progress=False).run_dir)
-    c = read_samples(run(w, "ideal", "sim", seed=8, out=tmp_path / "c", progress=False).run_dir)
+    runs = [run(w, "ideal", "sim", out=tmp_path / "a", progress=False),
+            run(w, "ideal", "sim", out=tmp_path / "b", progress=False),
+            run(w, "ideal", "sim", seed=8, out=tmp_path / "c", progress=False)]
+    for r in runs:
+        assert r.verdict.verdict == "valid" and r.verdict.reordering.inversions == 0, r.verdict.line()
+    a, b, c = (read_samples(r.run_dir) for r in runs)
     assert a.num_rows > 10_000
     assert a.drop_columns(["run_id"]).equals(b.drop_columns(["run_id"]))
     assert not a.drop_columns(["run_id"]).equals(c.drop_columns(["run_id"]))
@@ -66,7 +71,7 @@ def test_poisson_with_a_message_count_sends_exactly_that_many(tmp_path):
     w = parse_workload({"name": "count", "producers": 3, "consumers": 1, "rate": 5000, "arrivals": "poisson",
                         "messages": 301, "seed": 2})
     result = run(w, "ideal", "sim", out=tmp_path, progress=False)
-    assert result.verdict.attempts == 301 and result.verdict.valid
+    assert result.verdict.attempts == 301 and result.verdict.valid and result.verdict.reordering.inversions == 0
 
 
 @pytest.mark.parametrize("backend, ack", [("ideal", "auto"), ("ideal", "reliable"), ("kestrel", "reliable")])

@@ -7,7 +7,8 @@ scheduled time whatever the earlier ones are doing) at ``lam = rho c / 50 us`` a
 ``consumers: 0`` (the server sees the put stream alone; the runner drains the queue after
 the load, and those gets are not looked at). Each put's latency is one customer's response
 time: arrival to the end of its service. The tests check that every put started on
-schedule (``delay_ns == 0``), so the arrivals are the Poisson process asked for.
+schedule (``delay_ns == 0``), so the arrivals are the Poisson process asked for, and that
+each run's verdict is valid with no inversion of the real-time order (``lab.order``).
 
 What is checked, per case: the mean within 3 % of theory, the p50 and p99 (raw sample
 quantiles, numpy's default interpolation) within 5 %, and - part of the acceptance - that
@@ -135,6 +136,8 @@ def response_times(case: Case, seed: int) -> np.ndarray:
     with tempfile.TemporaryDirectory() as tmp:
         result = run(workload, "ideal", "sim", out=Path(tmp) / "run", progress=False,
                      options={"service": case.service})
+        v = result.verdict  # a FIFO with overlapping puts: real-time order holds (lab.order)
+        assert v.verdict == "valid" and v.reordering.inversions == 0 and v.ok == case.n, v.line()
         table = read_samples(result.samples_path, columns=["op", "outcome", "t_start_ns", "latency_ns", "delay_ns"])
     puts = table.filter(pc.equal(table["op"], "put"))
     assert puts.num_rows == case.n
