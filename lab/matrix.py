@@ -2,10 +2,10 @@
 
 A cell is (design, one of its option sets that change a promise, scenario); each cell runs
 once per seed in the sim world, in parallel worker processes. Per cell, over its seeds:
-the checker's counts summed (lost, duplicated, unexpected; inversions, and the largest
-displacement), the worst verdict class with its reason (a broken promise, named), put
-and end-to-end latency per phase from the Spark pipeline's histograms merged over the
-seeds (never averages of percentiles), and the time to recover after the heal
+the checker's counts summed (lost, duplicated, unexpected; inversions, and the most
+messages that overtook one), the worst verdict class with its reason (a broken promise,
+named), put and end-to-end latency per phase from the Spark pipeline's histograms merged
+over the seeds (never averages of percentiles), and the time to recover after the heal
 (``lab.recovery``; the slowest seed), held to the scenario's ``recover_within`` budget.
 
 Designs come from the registry and their option sets from ``Backend.promise_options``
