@@ -5,7 +5,11 @@ A workload's ``faults`` is a list of entries. Every entry has
 
     fault: partition        # the kind: pause, crash, partition, link-delay, loss, disk-delay,
                             # gc, late-writes, disk-loss
-    at: 1.0                 # seconds from the start of the run
+    at: 1.0                 # seconds from the start of the run; or a range, at: [1.9, 2.1]:
+                            # each run draws its time uniformly from it, from its seed and
+                            # the fault's number (lab.nemesis.timed), so seeds strike
+                            # different instants of the load; the run's manifest and its
+                            # fault rows hold the drawn time
     duration: 0.5           # seconds until it heals
     target: servers         # whom it hits (below): one target or a list of them
 
@@ -79,6 +83,7 @@ seeded source as its nodes, one stream per node: its ``Placement`` lists them.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from dataclasses import dataclass, field
@@ -194,12 +199,24 @@ class Fault:
     FIELDS: ClassVar[tuple[str, ...]] = ()  # the kind's own fields, besides COMMON_FIELDS
 
     fault: str = field(init=False, default="")  # the kind, as the entry names it (manifests show it)
-    at: float
+    at: float  # seconds from the start of the run; with ``at_to``, the start of a range
     duration: float
     target: tuple[str, ...] = ("servers",)
+    at_to: float | None = None  # the end of the range a run draws its start from (None: ``at`` is fixed)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fault", self.kind)
+
+    @property
+    def latest(self) -> float:
+        """The latest time this fault may start: ``at``, or the end of its range."""
+        return self.at if self.at_to is None else self.at_to
+
+    def timed(self, rng: random.Random) -> "Fault":
+        """This fault at a fixed time: itself, or with a time drawn from its range by ``rng``."""
+        if self.at_to is None:
+            return self
+        return dataclasses.replace(self, at=draw_time(rng, self.at, self.at_to), at_to=None)
 
     @classmethod
     def parse_fields(cls, entry: dict[str, Any]) -> dict[str, Any]:
@@ -228,15 +245,38 @@ def parse_fault(entry: Any) -> Fault:
     unknown = sorted(set(map(str, entry)) - set(known))
     if unknown:
         raise FieldError(unknown[0], f"unknown field for a {kind} fault (its fields: {', '.join(known)})")
-    for key in ("at", "duration"):
-        if not (_is_number(entry.get(key)) and entry[key] >= 0):
-            raise FieldError(key, f"required, a number of seconds >= 0, got {entry.get(key)!r}")
+    at, at_to = _start(entry.get("at"))
+    if not (_is_number(entry.get("duration")) and entry["duration"] >= 0):
+        raise FieldError("duration", f"required, a number of seconds >= 0, got {entry.get('duration')!r}")
     target = entry.get("target", "servers")
     targets = (target,) if isinstance(target, str) else target
     if not isinstance(targets, (list, tuple)) or not targets or not all(isinstance(t, str) and t for t in targets):
         raise FieldError("target", f"one of {', '.join(ROLE_TARGETS)} or a list of node names, got {target!r}")
-    return cls(at=float(entry["at"]), duration=float(entry["duration"]), target=tuple(targets),
+    return cls(at=at, at_to=at_to, duration=float(entry["duration"]), target=tuple(targets),
                **cls.parse_fields(entry))
+
+
+def _start(at: Any) -> tuple[float, float | None]:
+    """An entry's ``at``: (the time, None), or (from, to) of a range; a FieldError names it."""
+    if isinstance(at, (list, tuple)):
+        if len(at) != 2 or not all(map(_is_number, at)):
+            raise FieldError("at", f"a range is [from, to]: two numbers of seconds, got {list(at)!r}")
+        low, high = float(at[0]), float(at[1])
+        if low < 0:
+            raise FieldError("at", f"range {list(at)!r}: from must be >= 0 seconds")
+        if low > high:
+            raise FieldError("at", f"range {list(at)!r}: from ({at[0]:g} s) is after to ({at[1]:g} s)")
+        return low, (high if high > low else None)  # [t, t] is the fixed time t
+    if not (_is_number(at) and at >= 0):
+        raise FieldError("at", f"required, a number of seconds >= 0 or a range [from, to] of them, got {at!r}")
+    return float(at), None
+
+
+def draw_time(rng: random.Random, low: float, high: float, digits: int = 6) -> float:
+    """A time drawn uniformly from [``low``, ``high``] seconds, rounded to ``digits``
+    decimals (microseconds by default: finer than any write path's steps, and readable in a
+    manifest). A ranged fault's start (``Fault.timed``) and a swarm's fault times are drawn so."""
+    return round(rng.uniform(low, high), digits)
 
 
 def supports(world_kinds: Iterable[str], faults: Iterable[Fault]) -> tuple[int, Fault] | None:

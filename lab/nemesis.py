@@ -4,9 +4,13 @@ start and heal into the history.
 Each fault is a small task on the control node: sleep until ``at``, start it (the kind's
 class in ``lab.faults`` breaks the world), sleep ``duration``, heal it. Where each fault
 falls (its nodes, its links) is placed when the nemesis is made, from the run's seed and
-the fault's number, so a bad target fails the run before any load. ``heal_all`` mends
-whatever is still broken; the runner calls it before it drains the queues — Jepsen's
-final heal before the drain.
+the fault's number, so a bad target fails the run before any load. So is when a fault
+whose ``at`` is a range starts (``timed``): drawn from the seed and the fault's number,
+in a stream of its own, so a seed strikes its own instant of the load — a load at a
+constant rate repeats every few milliseconds, and a fixed time hits the same step of
+every design's write path whatever the seed — and retargeting a fault does not move it.
+``heal_all`` mends whatever is still broken; the runner calls it before it drains the
+queues — Jepsen's final heal before the drain.
 """
 
 from __future__ import annotations
@@ -21,11 +25,18 @@ from lab.runtime import Runtime
 from lab.workload import WorkloadError
 
 
+def timed(faults: Sequence[Fault], seed: int) -> tuple[Fault, ...]:
+    """``faults`` as a run with ``seed`` strikes them: each one whose start is a range at a
+    time drawn from it (``Fault.timed``), the others as they are, in the same order (a
+    fault's number names it in the history)."""
+    return tuple(fault.timed(random.Random(f"{seed}:fault:{number}:at")) for number, fault in enumerate(faults))
+
+
 class Nemesis:
     def __init__(self, world: FaultWorld, cast: Cast, faults: Sequence[Fault], seed: int, recorder: Recorder,
                  source: str = "<workload>"):
         self.world = world
-        self.faults = list(faults)
+        self.faults = list(timed(faults, seed))  # a fixed time each (the runner's are fixed already)
         self.recorder = recorder
         self.placements: list[Placement] = []
         for number, fault in enumerate(self.faults):

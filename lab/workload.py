@@ -15,7 +15,8 @@
     warmup: 1                  # seconds at the start whose samples are marked "warmup"
     consumer_delay: 0          # seconds after the start before the consumers begin: a backlog builds
     seed: 42                   # the run's seed (the CLI's --seed overrides it)
-    faults: []                 # a fault schedule: entries as lab.faults describes them
+    faults: []                 # a fault schedule: entries as lab.faults describes them (an
+                               # entry's `at` may be a range [from, to], drawn per seed)
     recover_within: 3          # seconds: the liveness budget after the last heal (default none)
     sim: {}                    # optional sim-world physics: latency (or calibrated), loss, fifo_links, fsync,
                                # cores per server node, calibration (a `lab calibrate` file, or none)
@@ -106,7 +107,8 @@ class Workload:
             return self
         changes: dict[str, Any] = {
             "warmup": self.warmup * factor,
-            "faults": tuple(replace(f, at=f.at * factor, duration=f.duration * factor) for f in self.faults)}
+            "faults": tuple(replace(f, at=f.at * factor, duration=f.duration * factor,
+                                    at_to=None if f.at_to is None else f.at_to * factor) for f in self.faults)}
         if self.duration is not None:
             changes["duration"] = self.duration * factor
         elif self.messages is not None:
@@ -114,9 +116,14 @@ class Workload:
         return replace(self, **changes)
 
     def with_seed(self, seed: int) -> "Workload":
+        """The workload as a run with ``seed`` does it: that seed, and each fault whose start
+        is a range at the time drawn for the seed (``lab.nemesis.timed``), so the run's
+        manifest holds the times that happened."""
         from dataclasses import replace
 
-        return replace(self, seed=seed)
+        from lab.nemesis import timed  # the nemesis imports this module
+
+        return replace(self, seed=seed, faults=timed(self.faults, seed))
 
 
 _FIELDS = ("name", "description", "queues", "producers", "consumers", "message_size", "rate", "arrivals", "duration",
@@ -254,9 +261,10 @@ def parse_workload(data: Any, source: str = "<workload>") -> Workload:
         raise fail("recover_within", "counts from the last heal: it needs a fault schedule ('faults')")
     end = workload.load_seconds
     for i, fault in enumerate(workload.faults):
-        if end is not None and fault.at >= end:
-            raise fail(f"faults[{i}].at", f"{fault.at:g} s is at or past the end of the load ({end:g} s): "
-                       "the fault would never start")
+        if end is not None and fault.latest >= end:
+            when = f"{fault.at:g} s" if fault.at_to is None else f"the range's end, {fault.latest:g} s,"
+            raise fail(f"faults[{i}].at", f"{when} is at or past the end of the load ({end:g} s): "
+                       "the fault would never start" + ("" if fault.at_to is None else " in some runs"))
     return workload
 
 

@@ -1,16 +1,19 @@
 """Fault kinds (lab.faults) applied to and healed in the sim world: partition shapes cut
-exactly their links, targets come from the seed, faults compose, and a world refuses the
-kinds it cannot apply before a run starts."""
+exactly their links, targets come from the seed, faults compose, a world refuses the kinds
+it cannot apply before a run starts, and a fault's start given as a range is drawn per seed
+and fault number, refused by name when it is not a range of seconds."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import random
 
 import pytest
 
 from lab.faults import REGISTRY, Cast, FieldError, parse_fault
-from lab.nemesis import Nemesis
-from lab.record import PHASES, Recorder
+from lab.nemesis import Nemesis, timed
+from lab.record import PHASES, Recorder, read_samples
 from lab.runner import fault_refusal, run
 from lab.runtime import CallTimeout
 from lab.workload import WorkloadError, parse_workload
@@ -270,3 +273,83 @@ def test_aggregate_counts_no_fault_row_as_an_operation(spark, tmp_path):
     assert "fault" not in set(summary.op) and {"steady", "fault", "heal"} <= set(summary.phase)
     puts = summary[(summary.op == "put") & summary.phase.isin(PHASES)]
     assert puts["count"].sum() == result.summary["put"]["count"] == result.verdict.attempts
+
+
+# ----------------------------------------------------------------------------- when a fault starts
+
+
+def test_a_start_given_as_a_range_is_drawn_per_seed_and_fault_number():
+    w = parse_workload({"name": "r", "duration": 3, "faults": [
+        {"fault": "crash", "at": [1.9, 2.1], "duration": 0.5},
+        {"fault": "pause", "at": 1.0, "duration": 0.1},
+        {"fault": "partition", "at": [0.5, 0.6], "duration": 0.2, "target": "server"}]})
+    crash, pause, split = w.faults[2], w.faults[1], w.faults[0]  # sorted by their earliest start
+    assert (crash.at, crash.at_to, crash.latest) == (1.9, 2.1, 2.1) and (pause.at_to, pause.latest) == (None, 1.0)
+    drawn = {seed: timed(w.faults, seed) for seed in range(50)}
+    assert drawn[7] == timed(w.faults, 7)  # a function of the seed
+    assert all(f.at_to is None for fs in drawn.values() for f in fs)  # a fixed time each
+    assert {fs[1] for fs in drawn.values()} == {pause}  # a fixed time stays
+    crashes = [fs[2].at for fs in drawn.values()]
+    assert all(1.9 <= at <= 2.1 for at in crashes) and len(set(crashes)) == 50
+    assert min(crashes) < 1.95 and max(crashes) > 2.05  # the whole range, not a corner of it
+    assert all(0.5 <= fs[0].at <= 0.6 for fs in drawn.values())
+    # another target does not move a fault's time, nor does another fault
+    moved = dataclasses.replace(split, target=("all",))
+    assert timed((moved, pause, crash), 7)[0].at == drawn[7][0].at
+    assert timed((split, pause, crash, crash), 7)[:3] == drawn[7]
+    # the nemesis strikes at the drawn times, placed as before
+    cast = Cast(("s0",), ("p0",))
+    nemesis = Nemesis(world_with(cast.all), cast, w.faults, 7, Recorder("r", "sim", "b", "s"))
+    assert tuple(nemesis.faults) == drawn[7]
+    assert nemesis.placements[0] == split.place(cast, random.Random("7:fault:0"))
+
+
+@pytest.mark.parametrize("at, problem", [
+    ([2.1, 1.9], "range [2.1, 1.9]: from (2.1 s) is after to (1.9 s)"),
+    ([-0.5, 1], "range [-0.5, 1]: from must be >= 0 seconds"),
+    ([1, "2"], "a range is [from, to]: two numbers of seconds, got [1, '2']"),
+    ([1, 2, 3], "a range is [from, to]: two numbers of seconds, got [1, 2, 3]"),
+    ([True, 2], "a range is [from, to]: two numbers of seconds, got [True, 2]"),
+    ([], "a range is [from, to]: two numbers of seconds, got []"),
+    ("2s", "required, a number of seconds >= 0 or a range [from, to] of them, got '2s'"),
+    (-1, "required, a number of seconds >= 0 or a range [from, to] of them, got -1"),
+    ([2.5, 3.5], "the range's end, 3.5 s, is at or past the end of the load (3 s): the fault would never start "
+                 "in some runs"),
+])
+def test_a_bad_start_or_range_is_refused_naming_the_field(at, problem):
+    with pytest.raises(WorkloadError) as e:
+        parse_workload({"name": "r", "duration": 3, "faults": [
+            {"fault": "pause", "at": 0.5, "duration": 0.1}, {"fault": "crash", "at": at, "duration": 0.5}]})
+    assert str(e.value) == f"<workload>: field 'faults[1].at': {problem}"
+
+
+def test_a_range_of_one_instant_is_a_fixed_time_and_scaling_scales_the_range():
+    assert parse_fault({"fault": "pause", "at": [1, 1], "duration": 1}) == parse_fault(
+        {"fault": "pause", "at": 1, "duration": 1})
+    w = parse_workload({"name": "r", "duration": 4, "faults": [{"fault": "pause", "at": [1, 2], "duration": 1}]})
+    assert (w.scaled(0.5).faults[0].at, w.scaled(0.5).faults[0].at_to) == (0.5, 1.0)
+
+
+def test_a_run_strikes_at_its_drawn_time_and_its_manifest_and_warnings_say_so(tmp_path):
+    w = parse_workload({"name": "drawn", "producers": 1, "consumers": 1, "rate": 1000, "duration": 0.5,
+                        "faults": [{"fault": "pause", "at": [0.1, 0.3], "duration": 0.05}]})
+    starts = {}
+    for seed in (1, 2):
+        result = run(w, "ideal", "sim", seed=seed, out=tmp_path / f"s{seed}", progress=False)
+        assert result.verdict.valid, result.verdict.line()
+        at = timed(w.faults, seed)[0].at
+        rows = read_samples(result.run_dir).to_pandas()
+        t0 = rows[rows.op == "put"].t_start_ns.min()  # the first put starts with the run
+        start = rows[(rows.op == "fault") & rows.error.str.startswith("start ")].t_start_ns.iloc[0]
+        assert (start - t0) / 1e9 == pytest.approx(at, abs=1e-6)
+        manifest = json.loads((result.run_dir / "manifest.json").read_text())
+        assert manifest["workload"]["faults"][0]["at"] == at and manifest["workload"]["faults"][0]["at_to"] is None
+        starts[seed] = at
+    assert starts[1] != starts[2]
+    # a fault drawn past the end of a load whose length only the run knows never starts: the
+    # runner's warning names the drawn time
+    late = parse_workload({"name": "late", "producers": 1, "consumers": 1, "messages": 50,
+                           "faults": [{"fault": "pause", "at": [30, 40], "duration": 1}]})
+    result = run(late, "ideal", "sim", seed=3, out=tmp_path / "late", progress=False)
+    at = timed(late.faults, 3)[0].at
+    assert result.warnings[0].startswith(f"fault 0 (pause at {at:g} s) never started") and 30 < at < 40
