@@ -19,6 +19,10 @@ shrunk one that still breaks it.
   clients, warm-up); a change is kept when the run still breaks one of the promises the
   seed broke (the anomaly, ``broken_promises``: lost, duplicated, reordered, unexpected).
   Runs of different seeds' shrinkers share the workers.
+- **A run that raises** is the seed's ``error`` verdict, with the real exception's type and
+  message, its traceback in ``seed-<S>.error.txt``: each job runs through ``in_worker``,
+  so what a worker raises crosses back as text, whatever the exception's class (one whose
+  constructor takes arguments of its own would not unpickle, and would break the pool).
 
 The swarm folder holds ``seed-<S>/`` (each seed's run folder), ``seed-<S>.yaml`` and
 ``seed-<S>-shrunk.yaml`` (+ ``seed-<S>-shrunk/``) for an invalid seed, ``seed-<S>.error.txt``
@@ -49,7 +53,7 @@ import yaml
 
 from lab import faults
 from lab.backends import backend_class
-from lab.faults import ROLE_TARGETS, SHAPES, SIDED_SHAPES, Cast, FieldError, parse_fault
+from lab.faults import ROLE_TARGETS, SHAPES, SIDED_SHAPES, Cast, FieldError, draw_time, parse_fault
 from lab.paths import BadRunDir, runs_dir
 from lab.verdict import ALLOWED, INVALID, VALID, judge_run
 from lab.workload import WorkloadError, load_workload, parse_workload
@@ -180,7 +184,7 @@ def draw_schedule(seed: int, window: tuple[float, float], kinds: Sequence[str], 
 def _draw_fault(rng: random.Random, kind: str, window: tuple[float, float], cast: Cast) -> dict[str, Any]:
     start, end = window
     for _ in range(DRAW_TRIES):
-        at = round(rng.uniform(start, end - MIN_FAULT), 3)
+        at = draw_time(rng, start, end - MIN_FAULT, 3)
         entry = {"fault": kind, "at": at, "duration": round(_log_uniform(rng, MIN_FAULT, end - at), 3),
                  **FIELD_DRAWS[kind](rng, cast)}
         try:
@@ -288,6 +292,45 @@ def run_seed(workload: dict[str, Any], backend: str, options: dict[str, Any], se
     v = result.verdict
     return SeedRun(seed, schedule, v.verdict, v.reason, broken_promises(v), v.lost, v.duplicated, v.unexpected,
                    v.reordering.inversions, str(result.run_dir), result.wall_seconds, list(result.warnings))
+
+
+@dataclass(frozen=True)
+class WorkerError:
+    """What a worker raised, as text: its type's name, its message and its traceback. An
+    exception object crosses back from a worker process only if it unpickles, and one whose
+    constructor takes arguments of its own does not (the pool would report a TypeError about
+    that constructor instead, and break); text always does."""
+
+    type: str
+    message: str
+    traceback: str
+
+    @property
+    def reason(self) -> str:
+        return f"{self.type}: {self.message}".splitlines()[0]
+
+
+def in_worker(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)``, as every job of the swarm runs in a worker: what it raises (whatever
+    its class) comes back as a ``WorkerError``, never as the exception itself."""
+    try:
+        return fn(*args)
+    except BaseException as e:  # noqa: BLE001 (all of it crosses back as text)
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        return WorkerError(type(e).__name__, str(e), traceback.format_exc())
+
+
+def seed_run(outcome: SeedRun | WorkerError, seed: int, workload: Mapping[str, Any], out: str) -> SeedRun:
+    """A job's outcome as a ``SeedRun``: a worker's error is the seed's ``error`` verdict, its
+    traceback in ``<out>.error.txt`` (unless the run wrote its own there)."""
+    if isinstance(outcome, SeedRun):
+        return outcome
+    path = Path(f"{out}.error.txt")
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(outcome.traceback)
+    return SeedRun(seed, schedule_line(workload.get("faults") or []), ERROR, outcome.reason)
 
 
 class _InProcess(Executor):
@@ -560,14 +603,14 @@ def _search(executor: Executor, jobs: int, schedules: dict[int, dict[str, Any]],
             seed = next(todo, None)
             if seed is None:
                 break
-            inflight[executor.submit(run_seed, schedules[seed], backend, options, seed,
+            inflight[executor.submit(in_worker, run_seed, schedules[seed], backend, options, seed,
                                      str(directory / f"seed-{seed}"))] = seed
         if not inflight:
             break
         done, _ = wait(inflight, return_when=FIRST_COMPLETED)
         for future in done:
             seed = inflight.pop(future)
-            run = future.result()
+            run = seed_run(future.result(), seed, schedules[seed], str(directory / f"seed-{seed}"))
             runs.append(run)
             if run.verdict in (INVALID, ERROR):
                 findings.append(_finding(run, schedules[seed], backend, options, directory))
@@ -614,7 +657,7 @@ def _shrink_all(executor: Executor, jobs: int, findings: list[Finding], schedule
         s.best["description"] += ", shrunk"
     trials = directory / "shrinking"
     waiting = list(shrinkers)
-    inflight: dict[Future, tuple[int, Path]] = {}
+    inflight: dict[Future, tuple[int, Path, dict[str, Any]]] = {}
     bar = _bar(len(shrinkers) * max_runs, f"shrinking {len(shrinkers)} seed(s)", "run", progress)
     stopped = False
     while True:
@@ -628,14 +671,15 @@ def _shrink_all(executor: Executor, jobs: int, findings: list[Finding], schedule
                                 f"{schedule_line(shrinker.best['faults']) if shrinker.kept else 'nothing smaller'}")
                 continue
             out = trials / f"seed-{seed}-try-{shrinker.runs + 1}"
-            inflight[executor.submit(run_seed, candidate, backend, options, seed, str(out))] = (seed, out)
+            inflight[executor.submit(in_worker, run_seed, candidate, backend, options, seed, str(out))] = \
+                (seed, out, candidate)
         if not inflight:
             break
         done, _ = wait(inflight, return_when=FIRST_COMPLETED)
         for future in done:
-            seed, out = inflight.pop(future)
+            seed, out, candidate = inflight.pop(future)
             previous = shrinkers[seed].best_run
-            if shrinkers[seed].feed(future.result()) and previous is not None:
+            if shrinkers[seed].feed(seed_run(future.result(), seed, candidate, str(out))) and previous is not None:
                 shutil.rmtree(previous.run_dir, ignore_errors=True)  # superseded by a smaller one
             elif shrinkers[seed].best_run is None or shrinkers[seed].best_run.run_dir != str(out):
                 shutil.rmtree(out, ignore_errors=True)

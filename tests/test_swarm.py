@@ -1,10 +1,12 @@
 """`lab swarm`: the draw (a pure function of the seed, every kind the sim world applies, every
 fault one the world accepts), a short swarm on a real design, the invalid path end to end on
-a design with a deliberate bug (found, replayed row for row, shrunk), and the one-line
-mistakes of the command."""
+a design with a deliberate bug (found, replayed row for row, shrunk), a run that raises in a
+worker reported with its real exception whatever its class, and the one-line mistakes of
+the command."""
 
 from __future__ import annotations
 
+import pickle
 import random
 import shlex
 import subprocess
@@ -18,6 +20,7 @@ import yaml
 
 from lab import faults, swarm
 from lab.backends import REGISTRY, Registration
+from lab.backends.cassieq.core.errors import ExistingMonoton
 from lab.backends.ideal.core import IdealQueue, Item
 from lab.backends.ideal.driver import IdealBackend
 from lab.cli import main
@@ -261,3 +264,51 @@ def test_a_closed_loop_base_workload_is_refused_in_one_line(tmp_path, results, c
     err = capsys.readouterr().err.strip()
     assert "known length" in err and "\n" not in err
     assert not results.exists()
+
+
+# ----------------------------------------------------------------------------- a worker's exception
+
+
+class Unpicklable(Exception):
+    """An exception whose constructor takes arguments of its own: it pickles, and does not
+    unpickle (its message alone is not what its constructor takes)."""
+
+    def __init__(self, what: str, code: int):
+        super().__init__(f"{what} failed with code {code}")
+
+
+def raise_unpicklable(*args) -> None:
+    """A seed's run that raises (it runs in a worker process)."""
+    raise Unpicklable("the seed's run", 7)
+
+
+def test_a_worker_hands_back_its_real_exception_whatever_its_class():
+    with pytest.raises(TypeError, match="code"):  # the premise: the exception itself cannot cross back
+        pickle.loads(pickle.dumps(Unpicklable("x", 1)))
+    pool = swarm._pool(1)
+    try:
+        error = pool.submit(swarm.in_worker, raise_unpicklable, 1).result()
+        assert isinstance(error, swarm.WorkerError)
+        assert (error.type, error.message) == ("Unpicklable", "the seed's run failed with code 7")
+        assert "in raise_unpicklable" in error.traceback
+        assert error.traceback.rstrip().endswith("Unpicklable: the seed's run failed with code 7")
+        assert pool.submit(swarm.in_worker, abs, -3).result() == 3  # the pool is not broken
+    finally:
+        pool.shutdown()
+    # the CassieQ refusal that showed it crosses back whole now
+    monoton = pickle.loads(pickle.dumps(ExistingMonoton("q7", 12)))
+    assert (type(monoton), monoton.queue_id, monoton.index) == (ExistingMonoton, "q7", 12)
+    assert str(monoton) == str(ExistingMonoton("q7", 12))
+
+
+def test_a_seed_whose_run_raises_in_a_worker_is_an_error_with_the_real_exception(monkeypatch, tmp_path, tiny):
+    monkeypatch.setattr(swarm, "run_seed", raise_unpicklable)  # what the workers are handed to run
+    result = swarm.swarm("ideal", [1, 2], jobs=2, workload=tiny, out=tmp_path / "sw", progress=False)
+    assert [(r.seed, r.verdict, r.reason) for r in result.runs] == [
+        (seed, "error", "Unpicklable: the seed's run failed with code 7") for seed in (1, 2)]
+    assert [f.run.seed for f in result.findings] == [1, 2]
+    text = (tmp_path / "sw" / "seed-1.error.txt").read_text()
+    assert "in raise_unpicklable" in text and text.rstrip().endswith("Unpicklable: the seed's run failed with code 7")
+    lines = swarm.report_lines(result)
+    assert "error 2" in lines[1] and "seed 1: ERROR (Unpicklable: the seed's run failed with code 7)" in lines
+    assert f"  traceback: {tmp_path / 'sw' / 'seed-1.error.txt'}" in lines

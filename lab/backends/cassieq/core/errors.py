@@ -70,7 +70,10 @@ class ExistingMonoton(CassieQError):
     def __init__(self, queue_id: str, index: int):
         super().__init__("putMessage", f"Tried to insert a message with the monoton value of '{index}' "
                                        f"which already exists in '{queue_id}'.")
-        self.index = index
+        self.queue_id, self.index = queue_id, index
+
+    def __reduce__(self) -> tuple:  # its own arguments, not the message: it crosses process boundaries whole
+        return type(self), (self.queue_id, self.index)
 
 
 class BadPopReceipt(ValueError):
