@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lab.phases import HEAL, START, fault_events
-from lab.record import FAULT_OP, mask
+from lab.record import FAULT_OP, MEASURED_PHASES, mask
 from lab.verdict import CUT, HOLDERS, IN_FORCE, Allowance, Promises
 
 NEVER = np.iinfo(np.int64).max
@@ -316,10 +316,12 @@ def _messages(samples: pa.Table, codes: np.ndarray, chosen: np.ndarray) -> dict[
 
 
 def failed_operations(samples: pa.Table) -> dict[str, int]:
-    """Operations that did not succeed, by what they were: ``put`` refused (the design said
-    no), ``timed-out put`` (outcome unknown), ``failed ack``, ``failed get`` (not an empty
-    poll)."""
-    op_put, op_ack, op_get = (mask(samples, "op", o) for o in ("put", "ack", "get"))
+    """Operations of the measured phases that did not succeed, by what they were: ``put``
+    refused (the design said no), ``timed-out put`` (outcome unknown), ``failed ack``,
+    ``failed get`` (not an empty poll). The warm-up is left out: it is where clients set
+    themselves up (a queue just made, not yet known to every node), and so is the drain."""
+    measured = mask(samples, "phase", *MEASURED_PHASES)
+    op_put, op_ack, op_get = (mask(samples, "op", o) & measured for o in ("put", "ack", "get"))
     fail, info = mask(samples, "outcome", "fail"), mask(samples, "outcome", "info")
     empty = mask(samples, "error", "empty")
     counts = Counter({"put": int((op_put & fail).sum()), "timed-out put": int((op_put & info).sum()),
