@@ -98,7 +98,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--workloads", nargs="+", type=Path, help="workload files or names (default: the standard set)")
     p.add_argument("--out", type=Path, help="output directory (default: results/runs/compare-<time>)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p = sub.add_parser("matrix", help="every design under every fault scenario over seeds, as one table (sim)")
+    p = sub.add_parser("matrix", help="every design under every fault scenario over seeds, as one table (sim); "
+                                      "exits 1 when a cell is INVALID (a broken promise), 0 when every cell is "
+                                      "valid or allowed")
     p.add_argument("--backends", help="comma-separated backend names (default: all)")
     p.add_argument("--scenarios", help="comma-separated scenario names or files (default: every scenario)")
     p.add_argument("--seeds", type=int, default=5, help="seeds per cell, 1..K (default 5)")
@@ -609,7 +611,7 @@ def cmd_regress(args: argparse.Namespace) -> int:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    from lab.matrix import run_matrix
+    from lab.matrix import invalid_rows, run_matrix
 
     if args.jobs is not None and args.jobs < 1:
         raise UsageError(f"--jobs {args.jobs}: use 1 or more")
@@ -621,7 +623,11 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     print(matrix.markdown_path.read_text())
     print(f"table: {matrix.markdown_path} and {matrix.csv_path}")
     print(f"heat map: {matrix.heatmap_path}")
-    return 0
+    invalid = invalid_rows(matrix.rows)
+    for row in invalid:  # the exit status says so too: a script or CI gates on it
+        print(f"INVALID: {' '.join(filter(None, [row['backend'], row['options']]))} under {row['scenario']}: "
+              f"{row['reason']}")
+    return 1 if invalid else 0
 
 
 def _option_sets_file(path: Path) -> dict:

@@ -7,6 +7,8 @@ messages that overtook one), the worst verdict class with its reason (a broken p
 named), put and end-to-end latency per phase from the Spark pipeline's histograms merged
 over the seeds (never averages of percentiles), and the time to recover after the heal
 (``lab.recovery``; the slowest seed), held to the scenario's ``recover_within`` budget.
+A cell is INVALID when any of its seeds broke a promise; ``lab matrix`` then exits 1
+(``invalid_rows``), so a script or CI can gate on it; allowed cells do not fail it.
 
 Designs come from the registry and their option sets from ``Backend.promise_options``
 (or ``--option-sets FILE``), scenarios from ``lab.workload.scenario_files``: a design or a
@@ -88,6 +90,12 @@ class Matrix:
     @property
     def heatmap_path(self) -> Path:
         return self.directory / "heatmap.png"
+
+
+def invalid_rows(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The cells (rows, COLUMNS) whose worst verdict is INVALID: a broken promise, not an
+    anomaly the design's promises allow."""
+    return [row for row in rows if row["verdict"] == INVALID]
 
 
 def scenarios_named(names: Iterable[str] | None) -> list[Workload]:

@@ -1,6 +1,7 @@
 """`lab matrix` and the time to recover after a heal: a cell per design, option set and
 scenario over seeds, its worst verdict, summed counts, per-phase latency from the Spark
-pipeline, recovery held to the scenario's budget; bad option sets fail before any run."""
+pipeline, recovery held to the scenario's budget; bad option sets fail before any run; the
+command exits 1 when a cell is INVALID and only then."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from lab.phases import fault_text
 from lab.record import Recorder
 from lab.recovery import time_to_recover
 from lab.verdict import ALLOWED, VALID
+from tests import ack_early_queuefka
 
 MS = 1_000_000
 
@@ -102,3 +104,24 @@ def test_bad_matrix_arguments_are_one_line_errors(tmp_path, capsys, argv, words)
     err = capsys.readouterr().err
     assert words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert not (tmp_path / "m").exists()
+
+
+def test_lab_matrix_exits_1_when_a_cell_is_invalid_and_0_when_every_cell_is_valid_or_allowed(tmp_path, monkeypatch,
+                                                                                            capsys):
+    """A script or CI gates on the exit status. The broken design (``tests/ack_early_queuefka``,
+    registered for this test only; the matrix's workers are forked, so they see it) loses an
+    acknowledged put under seed 1's crash: its cell is INVALID. The ideal queue loses its
+    backlog under the same crash, as its promises allow: ALLOWED does not fail the matrix."""
+    broken = ack_early_queuefka.register(monkeypatch)
+    sets = tmp_path / "sets.yaml"
+    sets.write_text(f"{broken}: [{{fsync: always}}]\nideal: [{{}}]\n")
+    common = ["matrix", "--scenarios", "ack-before-durable-crash", "--seeds", "1", "--jobs", "2", "--no-progress"]
+    assert main([*common, "--backends", f"ideal,{broken}", "--option-sets", str(sets), "--out", str(tmp_path / "m1")]) == 1
+    out = capsys.readouterr().out
+    invalid = [line for line in out.splitlines() if line.startswith("INVALID: ")]
+    assert len(invalid) == 1 and invalid[0].startswith(f"INVALID: {broken} fsync=always under ack-before-durable-crash: "
+                                                      "lost "), out
+    assert "acknowledged message" in invalid[0]
+    assert main([*common, "--backends", "ideal", "--out", str(tmp_path / "m2")]) == 0
+    out = capsys.readouterr().out
+    assert "| ideal | allowed" in out and "INVALID" not in out
