@@ -126,6 +126,12 @@ class Backend(ABC):
     options_declared: ClassVar[tuple[Option, ...]] = (TIMEOUT,)
     #: the option sets that change what the design promises (``lab matrix`` runs each)
     promise_options: ClassVar[tuple[Mapping[str, Any], ...]] = ({},)
+    #: the longest the design's own recovery may take before every acknowledged message is
+    #: deliverable again — a lease that runs out, a repair pass — in seconds, with these
+    #: options (set it in ``__init__`` where they change it). A message waiting for it may be
+    #: invisible to a get and to ``QueueClient.backlog`` alike, so the runner's final drain
+    #: ends, empty or not, only after this long without a delivery.
+    recovery_s: float = 0.0
 
     def __init__(self, world: World, options: Mapping[str, Any] | None = None):
         if world.kind not in self.worlds:

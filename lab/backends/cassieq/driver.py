@@ -29,12 +29,15 @@ from typing import Any, Callable, Mapping
 from urllib.parse import quote
 
 from lab.backends import Backend, Delivery, QueueClient, Rejected
+from lab.backends.cassieq.core.model import DEFAULT_FINALIZE_SECONDS, DEFAULT_REPAIR_POLL_SECONDS
+from lab.backends.cassieq.core.repair import START_JITTER_SECONDS
 from lab.backends.options import TIMEOUT, Option, number, whole
 from lab.runtime import Boot, Connection, Runtime
 from lab.verdict import ANY_FAULT, AT_LEAST_ONCE, CUT, DISK_LOSS, HOLDERS, NO_ORDER, Allowance, Promises
 from lab.wire.http import HttpReply, ResponseReader, encode_request
 
 ACCOUNT = "lab"
+RECOVERY_MARGIN_S = 1.0  # a store round trip or two past the last timer
 STORE_NODE = "cassandra"
 COMMIT_LOG = "cassandra/commitlog"  # on the store node's disk: its tables are there (sim)
 
@@ -137,9 +140,12 @@ class CassieqClient(QueueClient):
         id claimed before the one written next) waits for the invisibility pointer — which
         needs the repair worker to finalize every bucket with a ghost hole before it passes
         it — or for the repair worker's republish. The size is the design's counter, which
-        is approximate: a drain over a counter that never comes back to 0 ends by giving up."""
+        is approximate: a drain over a counter that never comes back to 0 ends by giving up.
+        One below 0 (the counter drifts: an update cut after it applied) says no more than 0
+        does — empty, as far as it knows; the drain then waits out ``recovery_s`` before it
+        believes it, since the counter can be short of a message too."""
         reply = await self._api("GET", "/" + quote(queue, safe="") + "/statistics")
-        return json.loads(reply.body)["size"] if reply.status == 200 else None
+        return max(0, json.loads(reply.body)["size"]) if reply.status == 200 else None
 
     async def ack(self, delivery: Delivery) -> None:
         path = "/" + quote(delivery.queue, safe="")
@@ -215,10 +221,25 @@ class CassieqBackend(Backend):
         super().__init__(world, options)
         self.store = self.options["store"]
         self.api = [f"api-{i}" for i in range(self.options["api_nodes"])]
+        self.recovery_s = self.recovery_seconds(self.options)
         self._tables: list = []  # the simulated Cassandra's replicas: they outlive its restarts
         # what this process booted (sim): their counters are the run's repair and store metrics
         self._booted: list = []  # CassieqNode, one per boot of an API node
         self._store_nodes: list = []  # SimCassandraNode, one per boot of the store node
+
+    @staticmethod
+    def recovery_seconds(options: Mapping[str, Any]) -> float:
+        """How long an acknowledged message may stay out of sight — to a get and to the size
+        statistic alike (the statistic is a counter: a put or ack cut after its row was
+        written leaves it off for good) — before the design brings it back by itself: a
+        message leased by a get whose reply was lost comes back when the lease runs out;
+        one written after the reader sealed its bucket (a late write), or left behind a
+        ghost hole, only when the repair worker republishes it or finalizes the bucket. That
+        worker starts at the repair manager's next look for queues (``repair_refresh``),
+        after a random start jitter, and acts on a sealed bucket the finalize timeout after
+        its seal, at a pass every poll interval (the lab's queues keep the defaults)."""
+        repair = options["repair_refresh"] + START_JITTER_SECONDS + DEFAULT_REPAIR_POLL_SECONDS + DEFAULT_FINALIZE_SECONDS
+        return max(options["invisibility"], repair) + RECOVERY_MARGIN_S
 
     @property
     def server_nodes(self) -> list[str]:

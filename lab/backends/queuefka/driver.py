@@ -208,6 +208,9 @@ class QueuefkaBackend(Backend):
         super().__init__(world, options)
         keys = {"segment_size_hint", "fsync", "retention_age", "retention_interval", "session_timeout"}
         self.config = Config(**{k: v for k, v in self.options.items() if k in keys})
+        # Records leased to a reader whose connection's close was lost come back once its
+        # session has been idle this long (a close seen hands them back at once).
+        self.recovery_s = self.config.session_timeout + 1.0
         self.timeout = self.options["timeout"]
         self.prefetch = self.options["prefetch"]
 
