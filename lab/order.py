@@ -89,49 +89,52 @@ def timeline(samples: pa.Table, codes: np.ndarray, n: int, per_consumer: bool = 
     ``codes`` each row's message index (-1: none) among ``n`` distinct ids."""
     start = samples.column("t_start_ns").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
     latency = samples.column("latency_ns").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-    done = 2 * (start + latency) - (latency > 0)  # in ticks: a call that took time ended before its last ns
-    start = 2 * start
-    del latency
     ok = _mask(samples, "outcome", "ok")
-    has_id = codes >= 0
     op = _encode(samples.column("op"), ("put", "get", "release"))
-    put = (op == 0) & has_id
-    got = (op == 1) & ok & has_id
-    released = np.bincount(codes[(op == 2) & has_id], minlength=n) > 0
+    op[codes < 0] = -1  # a row with no message (an empty get) is none of them
+    put_rows = np.flatnonzero(op == 0)
+    got_rows = np.flatnonzero((op == 1) & ok)
+
+    # per message: its first put's invocation, and its first acknowledgement (in ticks)
+    put_codes = codes[put_rows]
+    put_start = _least(n, put_codes, 2 * start[put_rows])
+    acked = ok[put_rows]
+    acked_rows = put_rows[acked]
+    put_acked = _least(n, put_codes[acked], _ticks_done(start[acked_rows], latency[acked_rows]))
+    del acked, acked_rows, ok
+
+    # checked: put, delivered exactly once, never released
+    checked = (put_start != _NONE) & (np.bincount(codes[got_rows], minlength=n) == 1)
+    checked[codes[op == 2]] = False
     del op
-
-    put_start = _least(n, codes[put], start[put])  # a message put twice: its first invocation
-    acked = put & ok
-    put_acked = _least(n, codes[acked], done[acked])  # ... and its first acknowledgement
-    del acked, ok
-    checked = (put_start != _NONE) & (np.bincount(codes[got], minlength=n) == 1) & ~released
-    del released
-
-    rows = np.flatnonzero(got)
-    rows = rows[checked[codes[rows]]]  # each checked message's one delivery
-    del got, checked
+    rows = got_rows[checked[codes[got_rows]]]  # each checked message's one delivery
+    del got_rows, checked
     index = codes[rows].astype(np.int64)
     queue_of = np.zeros(n, np.int64)
     if "queue" in samples.column_names:
-        put_rows = np.flatnonzero(put)
-        queue_of[codes[put_rows]] = _encode(samples.column("queue"))[put_rows]  # a message's puts share its queue
-        del put_rows
+        queue_of[put_codes] = _encode(samples.column("queue"))[put_rows]  # a message's puts share its queue
+    del put_rows, put_codes
     group = queue_of[index]
     queues = int(np.count_nonzero(np.bincount(group))) if group.size else 0
     if per_consumer and rows.size:
         consumer = _encode(samples.column("client"))[rows]
         group = group * (int(consumer.max()) + 1) + consumer
-    return Timeline(index, group, put_start[index], put_acked[index], start[rows], done[rows], queues)
+    return Timeline(index, group, put_start[index], put_acked[index], 2 * start[rows],
+                    _ticks_done(start[rows], latency[rows]), queues)
+
+
+def _ticks_done(start: np.ndarray, latency: np.ndarray) -> np.ndarray:
+    """When calls ended, in ticks: one that took time ended before its last nanosecond."""
+    return 2 * (start + latency) - (latency > 0)
 
 
 def _least(n: int, codes: np.ndarray, values: np.ndarray) -> np.ndarray:
     """Per code (``n`` of them): the least of its ``values``; ``_NONE`` where it has none."""
     out = np.full(n, _NONE, np.int64)
-    many = np.bincount(codes, minlength=n) > 1
-    alone = ~many[codes]
-    out[codes[alone]] = values[alone]  # a plain scatter: ``np.minimum.at`` is several times slower
-    if not alone.all():
-        np.minimum.at(out, codes[~alone], values[~alone])
+    if codes.size == 0 or np.bincount(codes).max() == 1:  # each code once (a put each): a plain scatter,
+        out[codes] = values  # several times faster than ``np.minimum.at``
+    else:
+        np.minimum.at(out, codes, values)
     return out
 
 
@@ -198,13 +201,17 @@ def _involved(px: np.ndarray, py: np.ndarray, qx: np.ndarray, qy: np.ndarray) ->
     """Masks: the queries some point dominates (a point right of and below it), and the
     points that dominate some query. A point of another group never qualifies (``_keys``)."""
     by_px, by_qx = _argsort(px), _argsort(qx)
-    xs_p, xs_q = px[by_px], qx[by_qx]
     below = np.append(np.minimum.accumulate(py[by_px][::-1])[::-1], _NONE)  # the lowest point at or right of each
-    above = np.insert(np.maximum.accumulate(qy[by_qx]), 0, np.iinfo(np.int64).min)  # the highest query up to each
     # sorted needles: numpy's binary search starts each from the one before, several times faster
-    overtaken, overtook = np.empty(qx.size, bool), np.empty(px.size, bool)
-    overtaken[by_qx] = below[np.searchsorted(xs_p, xs_q, side="right")] < qy[by_qx]
-    overtook[by_px] = above[np.searchsorted(xs_q, xs_p, side="left")] > py[by_px]
+    overtaken = np.empty(qx.size, bool)
+    overtaken[by_qx] = below[np.searchsorted(px[by_px], qx[by_qx], side="right")] < qy[by_qx]
+    del by_px, by_qx, below
+    # a point dominates some query only if it dominates an overtaken one: few, in a run that
+    # keeps (nearly all) its order, so the search below runs in cache
+    x, y = qx[overtaken], qy[overtaken]
+    by_x = np.argsort(x, kind="stable")
+    above = np.insert(np.maximum.accumulate(y[by_x]), 0, np.iinfo(np.int64).min)  # the highest query up to each
+    overtook = above[np.searchsorted(x[by_x], px, side="left")] > py
     return overtaken, overtook
 
 
@@ -276,7 +283,7 @@ def _encode(column: pa.ChunkedArray, values: tuple[str, ...] | None = None) -> n
     dictionary = column.chunk(0).dictionary
     if values is not None:  # -1 for a row whose value is none of them (or null)
         where = {v: i for i, v in enumerate(values)}
-        lookup = np.array([where.get(v, -1) for v in dictionary.to_pylist()] + [-1], np.int64)
+        lookup = np.array([where.get(v, -1) for v in dictionary.to_pylist()] + [-1], np.int8)
         return np.concatenate([lookup[chunk.indices.fill_null(len(dictionary)).to_numpy(zero_copy_only=False)]
                                for chunk in column.chunks])
     return np.concatenate([chunk.indices.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
