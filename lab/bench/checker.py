@@ -75,20 +75,20 @@ def bench_checker(messages: int, producers: int = 8, queues: int = 4, consumers:
         cases["whole_check"] = lambda: check(samples)
     results: dict[str, Any] = {"messages": messages, "rows": samples.num_rows, "producers": producers,
                                "queues": queues, "consumers": consumers, "late": late, "seed": seed}
-    for name, fn in cases.items():
-        seconds = []
-        for _ in range(repeats):
+    seconds: dict[str, list[float]] = {name: [] for name in cases}
+    inversions: dict[str, int] = {}
+    for _ in range(repeats):  # round-robin, so that drift in a shared machine's speed hits every case alike
+        for name, fn in cases.items():
             begin = time.perf_counter()
             value = fn()
-            seconds.append(time.perf_counter() - begin)
-        median = statistics.median(seconds)
-        if name == "whole_check":
-            value = value.reordering
-        inversions = value.inversions
-        results[name] = {"median_s": median, "runs_s": seconds, "inversions": inversions,
+            seconds[name].append(time.perf_counter() - begin)
+            inversions[name] = (value.reordering if name == "whole_check" else value).inversions
+    for name, runs in seconds.items():
+        median = statistics.median(runs)
+        results[name] = {"median_s": median, "runs_s": runs, "inversions": inversions[name],
                          "messages_per_s": messages / median}
-        echo(f"  {name:<18} {median:8.2f} s   {messages / median:>12,.0f} messages/s   {inversions:,} inversions"
-             f"   (runs: {', '.join(f'{s:.2f}' for s in seconds)})")
+        echo(f"  {name:<18} {median:8.2f} s   {messages / median:>12,.0f} messages/s   {inversions[name]:,} inversions"
+             f"   (runs: {', '.join(f'{s:.2f}' for s in runs)})")
     results["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     echo(f"  peak RSS {results['peak_rss_bytes'] / 2**20:,.0f} MiB")
     return results
