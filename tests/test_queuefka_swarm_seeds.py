@@ -57,7 +57,9 @@ def test_seed_49_a_commit_from_before_a_restart_does_not_skip_a_record_whose_fet
     """c1 fetched r0 and its reply was lost; c0 fetched r1, r2 and committed r1: the group
     stays committed at r0, which c1 holds. The broker restarts (the leases are gone), and
     c0 commits what it had fetched before: that used to skip to after r2, past r0 for good.
-    Now it is refused, with the fetch's epoch or without it, and r0 comes first."""
+    Now it is refused (the fetch's epoch is the old incarnation's); and the restart hands
+    out again exactly what was not acknowledged — r0 first, then r2 and what follows, never
+    r1, which c0 acknowledged before the crash."""
 
     async def body(world, control, cores):
         addresses = [a for i in range(4) for a in await cores[-1].produce("t", [b"r%d" % i])]
@@ -68,21 +70,35 @@ def test_seed_49_a_commit_from_before_a_restart_does_not_skip_a_record_whose_fet
         await _restart(world, control)
         core = cores[-1]
         again = core.session()
-        refusals = []
-        for epoch in (mine.epoch, None):  # as the lab's client sends it, and as curl would
-            with pytest.raises(LeaseLost) as refused:
-                await core.commit("t", "lab", mine.next, session=again, epoch=epoch)
-            refusals.append(str(refused.value))
+        with pytest.raises(LeaseLost) as refused:
+            await core.commit("t", "lab", mine.next, session=again, epoch=mine.epoch)
         after = core.stats("t")["groups"]["lab"]["committed"]
-        fetched = await core.fetch("t", "lab", 5, session=again)
-        return addresses, committed, mine.epoch, refusals, after, fetched
+        handed = []
+        while fetched := (await core.fetch("t", "lab", 5, session=again)).records:
+            handed += fetched
+        return addresses, committed, mine.epoch, str(refused.value), after, core.epoch, handed
 
-    addresses, committed, old_epoch, refusals, after, fetched = _on_a_node(body, Config(fsync="always"))
+    addresses, committed, old_epoch, refusal, after, epoch, handed = _on_a_node(body, Config(fsync="always"))
     assert committed == after == addresses[0]  # r0 was never acknowledged, before or after
-    assert "earlier incarnation of the broker" in refusals[0] and "nothing was acknowledged" in refusals[0]
-    assert "past every record handed out since the broker started" in refusals[1]
-    assert fetched.epoch != old_epoch
-    assert [p for _, p in fetched.records] == [b"r0", b"r1", b"r2", b"r3"]  # r0 first, nothing skipped
+    assert "earlier incarnation of the broker" in refusal and "nothing was acknowledged" in refusal
+    assert epoch != old_epoch
+    assert [p for _, p in handed] == [b"r0", b"r2", b"r3"]  # r0 first, nothing skipped, r1 not again
+
+
+def test_a_commit_past_every_record_handed_out_since_a_restart_is_refused_even_without_the_epoch():
+    """A client that does not send the epoch back (curl) is still refused an address past
+    every record handed out: it would skip records nobody processed."""
+
+    async def body(world, control, cores):
+        addresses = [a for i in range(4) for a in await cores[-1].produce("t", [b"r%d" % i])]
+        early = await cores[-1].fetch("t", "lab", 3)  # never committed
+        await _restart(world, control)
+        with pytest.raises(LeaseLost, match="past every record handed out since the broker started"):
+            await cores[-1].commit("t", "lab", early.next)
+        return addresses, (await cores[-1].fetch("t", "lab", 5)).records
+
+    addresses, handed = _on_a_node(body, Config(fsync="always"))
+    assert [p for _, p in handed] == [b"r0", b"r1", b"r2", b"r3"]
 
 
 def test_seed_20_and_58_a_commit_from_before_a_restart_does_not_acknowledge_the_record_now_at_its_address():

@@ -11,8 +11,10 @@ HTTP front makes one per connection) until they are acknowledged. A commit of ad
 acknowledges the records before A in the fetch A points into, and every earlier fetch of
 the committing session wholly before A — never records leased to another session, nor
 ones handed back. The group's committed offset is its first record not acknowledged (the
-share-partition start offset), so a crash or restart hands out again what was not
-acknowledged, and a commit cannot skip records another reader has not processed. Records
+share-partition start offset); each commit also records how far records were handed out
+and which of them are not acknowledged (a share partition's in-flight state), so a crash or
+restart hands out again what was not acknowledged and nothing that was, and a commit cannot
+skip records another reader has not processed. Records
 leased to a session that closes its connection, or is idle for ``session_timeout``, are
 handed out again (their fetch's reply may never have arrived).
 
@@ -228,7 +230,32 @@ class QueuefkaCore:
         state = topic.groups.get(group)
         if state is None:
             state = topic.groups[group] = _Group(Consumer(topic.store, group, MODES[0]))
+            self._restore(topic, state)
         return state
+
+    def _restore(self, topic: _Topic, state: _Group) -> None:
+        """A group's state from before a restart, as its last commit recorded it: records
+        handed out up to ``handed``, of which ``pending`` were not acknowledged. Those are
+        handed out again first (their readers are gone); the acknowledged ones never. A
+        crash that lost the log's unsynced tail cuts both back to where the log ends now."""
+        offset, consumer = state.consumer.offset, state.consumer
+        if offset.handed is None:
+            return
+        topic.writer.flush()
+        start, handed = consumer.position, min(offset.handed, topic.writer.address)
+        if handed <= start:
+            return
+        consumer.reader.seek(handed)
+        clipped = ((max(s, start), min(e, handed)) for s, e in offset.pending)
+        state.leases = [_Lease(s, e, None) for s, e in clipped if s < e]
+
+    def _persist(self, state: _Group) -> None:
+        """Commit the group's first record not acknowledged, and with it how far records
+        were handed out and which below that are not acknowledged (fsync requested), so a
+        restart hands out again exactly those. Commits never move backwards."""
+        floor, consumer = self._floor(state), state.consumer
+        if floor >= consumer.committed:
+            consumer.offset.commit(floor, consumer.position, [(lease.start, lease.end) for lease in state.leases])
 
     async def fetch(self, name: str, group: str, max_count: int = 1, wait: float = 0.0,
                     mode: str = "at-least-once", session: Session | None = None) -> Fetched:
@@ -252,7 +279,7 @@ class QueuefkaCore:
             records, next_address = self._take(topic, state, max_count, None if mode == MODES[1] else session)
             if records:
                 if mode == MODES[1]:  # at-most-once: acknowledged before they are handed out
-                    state.consumer.commit(self._floor(state))
+                    self._persist(state)
                     await topic.store.settle(_group_file(group))
                 return Fetched(records, next_address, self.epoch)
             remaining = deadline - self.rt.now()
@@ -338,10 +365,9 @@ class QueuefkaCore:
             elif lease.end <= address and lease.holder is session:  # this session's earlier fetches
                 lease.start = lease.end
         state.leases = [lease for lease in state.leases if lease.start < lease.end]
-        consumer = state.consumer
-        consumer.commit(self._floor(state))
+        self._persist(state)
         await topic.store.settle(_group_file(group))
-        return consumer.committed
+        return state.consumer.committed
 
     async def create_group(self, name: str, group: str, start: int | str = "beginning") -> int:
         """Create ``group`` committed at ``start``: "beginning" (the oldest record kept), "end"

@@ -5,7 +5,10 @@ commit (reading creates nothing: a group that never committed starts at the begi
 holds nothing back). Commits are kept beside the segments in ``<group>.group`` — an
 append-only file of records in the log's own framing
 (an 8-byte LE address each; the last valid one wins, a torn tail is ignored and cut),
-compacted by write-and-rename when it grows. The original's glob of ``*.slab`` never
+compacted by write-and-rename when it grows. A broker's commit may say more (its readers
+acknowledge records out of order): the address, then how far records were handed out and
+the ranges below that still unacknowledged (8 bytes each), so a restart hands out again
+what was not acknowledged and nothing that was. The original's glob of ``*.slab`` never
 sees these files, so a topic stays readable by it.
 
 A crash that loses the log's unsynced tail can leave a group committed past the log's
@@ -39,6 +42,7 @@ log = logging.getLogger("lab.backends.queuefka")
 _GROUP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _ADDRESS = struct.Struct("<Q")
 _COMPACT_AT = 64 << 10  # bytes of commit history before it is rewritten as one record
+_MAX_STATE = 4096  # unacknowledged ranges a commit records at most; past that, its address alone
 
 
 def check_group_name(name: str) -> str:
@@ -51,13 +55,19 @@ class CommittedOffset:
     """One group's committed offset, durable on ``commit`` (the caller settles Runtime fsyncs).
 
     The file is created by the first commit; until then the offset is 0 and ``exists`` False.
+    ``handed`` and ``pending`` are what the last commit said beyond its address: how far
+    records were handed out, and the ranges ``[start, end)`` below that not acknowledged
+    (None and empty: everything from ``address`` on is unacknowledged).
     """
 
     def __init__(self, store: Store, group: str):
         self.store = store
         self.name = check_group_name(group) + GROUP_SUFFIX
         self.address = 0
-        self._compaction: tuple[str, Any, int] | None = None  # (file, its fsync, address)
+        self.handed: int | None = None
+        self.pending: list[tuple[int, int]] = []
+        self._record = b""  # the last commit's payload
+        self._compaction: tuple[str, Any, bytes] | None = None  # (file, its fsync, payload)
         self._file: Handle | None = None
         if store.exists(self.name):
             self._load()
@@ -70,46 +80,58 @@ class CommittedOffset:
     def _load(self) -> None:
         self._file = self.store.open(self.name)
         data = self._file.read(0, self._file.size())
-        parsed = parse(data, 0, 1 << 62, _ADDRESS.size)
-        addresses = [p for p in parsed.payloads if len(p) == _ADDRESS.size]
-        if addresses:
-            self.address = _ADDRESS.unpack(addresses[-1])[0]
+        parsed = parse(data, 0, 1 << 62, _ADDRESS.size * (2 + 2 * _MAX_STATE))
+        commits = [p for p in parsed.payloads if len(p) == _ADDRESS.size or len(p) % (2 * _ADDRESS.size) == 0]
+        if commits:
+            self._record = commits[-1]
+            numbers = [n for (n,) in _ADDRESS.iter_unpack(commits[-1])]
+            self.address = numbers[0]
+            if len(numbers) > 1:
+                self.handed = numbers[1]
+                self.pending = list(zip(numbers[2::2], numbers[3::2]))
         if parsed.end < len(data):  # a torn commit: never acknowledged, so drop it
             self._file.truncate(parsed.end)
 
-    def commit(self, address: int) -> None:
-        """Record ``address`` durably (fsync requested before this returns)."""
+    def commit(self, address: int, handed: int | None = None, pending: list[tuple[int, int]] = ()) -> None:
+        """Record ``address`` durably (fsync requested before this returns), with — when
+        ``handed`` is given — how far records were handed out and the ranges below it not
+        acknowledged (too many of them: the address alone, which only redelivers more)."""
         self._finish_compaction()
         created = self._file is None
         if created:
             self._file = self.store.open(self.name)
-        self._file.append(frame(_ADDRESS.pack(address)))
+        pending = list(pending)
+        if handed is None or len(pending) > _MAX_STATE:
+            handed, pending = None, []
+        numbers = [address] if handed is None else [address, handed, *(n for r in pending for n in r)]
+        record = b"".join(map(_ADDRESS.pack, numbers))
+        self._file.append(frame(record))
         self.store.fsync(self._file)
         if created:
             self.store.sync_names()  # the group's existence is durable too
-        self.address = address
+        self.address, self.handed, self.pending, self._record = address, handed, pending, record
         if self._compaction is None and self._file.size() >= _COMPACT_AT:
-            self._start_compaction(address)
+            self._start_compaction(record)
 
     # Compaction in two steps, so it never has to wait for an fsync: write the latest
     # commit alone into a new file now; swap it in at a later commit, once that file's
     # fsync has completed (a rename over an unsynced file could lose every commit).
-    def _start_compaction(self, address: int) -> None:
+    def _start_compaction(self, record: bytes) -> None:
         temporary = self.name + ".tmp"
         if self.store.exists(temporary):
             self.store.remove(temporary)
         fresh = self.store.open(temporary)
-        fresh.append(frame(_ADDRESS.pack(address)))
-        self._compaction = (temporary, self.store.fsync(fresh), address)
+        fresh.append(frame(record))
+        self._compaction = (temporary, self.store.fsync(fresh), record)
         fresh.close()
 
     def _finish_compaction(self) -> None:
         if self._compaction is None:
             return
-        temporary, fsync, address = self._compaction
+        temporary, fsync, record = self._compaction
         if fsync is not None and not fsync.done():
             return
-        if address != self.address:  # a commit came meanwhile: the copy is stale, start again
+        if record != self._record:  # a commit came meanwhile: the copy is stale, start again
             self._compaction = None
             return
         self._file.close()
