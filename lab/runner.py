@@ -431,7 +431,8 @@ async def _consume(rt: Runtime, client: QueueClient, name: str, queues: list[str
             drain_start = drain_start or now
             quiet = now - max(drain_start, state.last_delivery)
             if quiet >= max(DRAIN_STALL * 1e9, state.recovery_ns) or now - drain_start >= DRAIN_CAP * 1e9:
-                state.drain_gave_up = True
+                if len(empty) < len(queues):  # not a drain that was waiting out the recovery of empty queues
+                    state.drain_gave_up = True
                 break
         start = rt.now_ns()
         msg_id = None
