@@ -11,17 +11,17 @@ producers put them), when
 
 Each such pair (A, B) is one inversion. Calls that overlap promise nothing about each
 other, so two puts in flight at once (open-loop producers, a pool of clients) or two gets
-in flight at once are never counted, across producers and consumers alike.
+in flight at once are never counted, across producers and consumers alike. A design that
+promises order per consumer only (a client that serves its gets from the buffer of one
+fetch) is checked with ``per_consumer``: then A and B must also have been delivered to the
+same consumer.
 
 Instants are whole nanoseconds, and the sim's clients begin their next operation in the very
 nanosecond the last one returned: so an operation that took time and ended in the nanosecond
 another began counts as before it (its effect lay inside its call, strictly before that
 instant, unless the network and the server took no time at all); one that took no time does
 not. In "ticks" of half a nanosecond (``Timeline``): a call begins at ``2 t`` and ends at
-``2 t - 1`` if it took time, ``2 t`` if not, and "before" is ``<`` on ticks. A design that
-promises order per consumer only (a client that serves its gets from the buffer of one
-fetch) is checked with ``per_consumer``: then A and B must also have been delivered to the
-same consumer.
+``2 t - 1`` if it took time, ``2 t`` if not, and "before" is ``<`` on ticks.
 
 What is checked: messages attempted (a put row) and delivered exactly once, never released.
 A released message comes back behind later ones by design; a redelivered one has no single
@@ -33,7 +33,8 @@ A.get_start`` is two-dimensional dominance counting. The queue (or queue and con
 folded into both coordinates (``group * span + time``), so a pair of different groups can
 never satisfy both inequalities and one count serves every group at once. A first pass
 finds, with one sort per side and a running minimum (maximum), the messages overtaken at
-all and those that overtook any; a run that keeps its order ends there. The rest are
+all, then (against those alone) the messages that overtook any; a run that keeps its order
+ends there. The rest are
 counted exactly by a bottom-up merge sort over the first coordinate, one vectorised numpy
 pass per level: each level counts, for each message in the right half of a block, the
 overtakers in the left half below it in the second coordinate, then partitions each block
@@ -79,6 +80,8 @@ class Timeline:
 
 @dataclass(frozen=True)
 class OrderCheck:
+    """What ``check_order`` finds: per message, and in sum."""
+
     counts: np.ndarray  # per message index (length n): how many messages overtook it
     summary: Reordering
 
@@ -189,7 +192,7 @@ def _keys(group: np.ndarray, px: np.ndarray, py: np.ndarray, qx: np.ndarray, qy:
     first = min(int(a.min()) for a in arrays)
     span = max(int(a.max()) for a in arrays) - first + 1
     groups = int(group.max()) + 1
-    if groups * span >= 2**62:  # ranks keep order and ties, in a span of at most 2m
+    if groups * span >= 2**62:  # ranks keep order and ties, in a span of at most 4m
         values, ranks = np.unique(np.concatenate([px, py, qx, qy]), return_inverse=True)
         first, span = 0, values.size
         px, py, qx, qy = np.split(ranks.astype(np.int64), np.cumsum([px.size, py.size, qx.size]))
