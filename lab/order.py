@@ -49,6 +49,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from lab.record import mask
+
 PER_QUEUE, PER_CONSUMER = "queue", "consumer"  # what two messages share for their order to count
 _NONE = np.iinfo(np.int64).max  # no such instant (a put never acknowledged)
 
@@ -92,7 +94,7 @@ def timeline(samples: pa.Table, codes: np.ndarray, n: int, per_consumer: bool = 
     ``codes`` each row's message index (-1: none) among ``n`` distinct ids."""
     start = samples.column("t_start_ns").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
     latency = samples.column("latency_ns").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-    ok = _mask(samples, "outcome", "ok")
+    ok = mask(samples, "outcome", "ok")
     op = _encode(samples.column("op"), ("put", "get", "release"))
     op[codes < 0] = -1  # a row with no message (an empty get) is none of them
     put_rows = np.flatnonzero(op == 0)
@@ -291,8 +293,3 @@ def _encode(column: pa.ChunkedArray, values: tuple[str, ...] | None = None) -> n
                                for chunk in column.chunks])
     return np.concatenate([chunk.indices.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
                            for chunk in column.chunks])
-
-
-def _mask(samples: pa.Table, name: str, value: str) -> np.ndarray:
-    """Rows whose column ``name`` is ``value`` (``lab.record.mask``, by dictionary indices)."""
-    return _encode(samples.column(name), (value,)) == 0

@@ -276,9 +276,18 @@ def message_codes(samples: pa.Table) -> tuple[pa.Array, np.ndarray]:
 
 
 def mask(samples: pa.Table, name: str, *values: str) -> np.ndarray:
-    """Rows of ``samples`` whose column ``name`` is one of ``values``, as a numpy mask."""
-    hit = pc.is_in(samples.column(name), value_set=pa.array(values, pa.string()))
-    return hit.to_numpy(zero_copy_only=False).astype(bool)
+    """Rows of ``samples`` whose column ``name`` is one of ``values``, as a numpy mask. A
+    dictionary-encoded column (``read_samples(..., lean=True)``) is matched in its small
+    dictionary and the answer looked up by each row's index, not row by row."""
+    column = samples.column(name)
+    wanted = pa.array(values, pa.string())
+    if not pa.types.is_dictionary(column.type):
+        return pc.is_in(column, value_set=wanted).to_numpy(zero_copy_only=False).astype(bool)
+    parts = []
+    for chunk in column.chunks:
+        hit = np.append(pc.is_in(chunk.dictionary, value_set=wanted).to_numpy(zero_copy_only=False), False)
+        parts.append(hit[chunk.indices.fill_null(-1).to_numpy(zero_copy_only=False)])  # null: index -1, no hit
+    return np.concatenate(parts) if parts else np.zeros(0, bool)
 
 
 def ok_ops(samples: pa.Table, op: str, measured_only: bool = False) -> pa.Table:
