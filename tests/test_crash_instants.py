@@ -13,7 +13,8 @@ import pytest
 
 from lab.runner import run
 from lab.workload import Workload, load_workload
-from tests import ack_early_queuefka
+from tests.broken import ack_early_queuefka
+from tests.broken import register as register_broken
 
 CRASHES = ("crash-one", "crash-all", "crash-torn", "ack-before-durable-crash")
 OLD_AT = 2.0  # where every crash scenario crashed before its time became a range
@@ -22,7 +23,7 @@ DURABLE = {"fsync": "always"}
 
 @pytest.fixture
 def broken(monkeypatch) -> str:
-    return ack_early_queuefka.register(monkeypatch)
+    return register_broken(monkeypatch, ack_early_queuefka)
 
 
 def fixed(w: Workload, at: float = OLD_AT) -> Workload:

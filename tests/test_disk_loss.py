@@ -27,7 +27,8 @@ from lab.verdict import ALLOWED, INVALID, VALID
 from lab.workload import parse_workload
 from models.network import LatencyModel
 from models.world import SimConfig, SimWorld
-from tests import disk_loss_primer_short
+from tests.broken import disk_loss_primer_short
+from tests.broken import register as register_broken
 
 MS = 1_000_000
 
@@ -171,7 +172,7 @@ def test_primer_with_files_and_two_copies_loses_nothing_when_one_disk_is_destroy
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_put_acknowledged_one_copy_short_loses_messages_to_the_same_disk_loss(tmp_path, primers, monkeypatch,
                                                                                 seed):
-    broken = disk_loss_primer_short.register(monkeypatch)
+    broken = register_broken(monkeypatch, disk_loss_primer_short)
     result = run(_workload(), broken, "sim", seed=seed, out=tmp_path / "r", progress=False,
                  options={"persistence": "aof"})
     v = result.verdict

@@ -15,7 +15,8 @@ from lab.phases import fault_text
 from lab.record import Recorder
 from lab.recovery import time_to_recover
 from lab.verdict import ALLOWED, VALID
-from tests import ack_early_queuefka
+from tests.broken import ack_early_queuefka
+from tests.broken import register as register_broken
 
 MS = 1_000_000
 
@@ -112,7 +113,7 @@ def test_lab_matrix_exits_1_when_a_cell_is_invalid_and_0_when_every_cell_is_vali
     registered for this test only; the matrix's workers are forked, so they see it) loses an
     acknowledged put under seed 1's crash: its cell is INVALID. The ideal queue loses its
     backlog under the same crash, as its promises allow: ALLOWED does not fail the matrix."""
-    broken = ack_early_queuefka.register(monkeypatch)
+    broken = register_broken(monkeypatch, ack_early_queuefka)
     sets = tmp_path / "sets.yaml"
     sets.write_text(f"{broken}: [{{fsync: always}}]\nideal: [{{}}]\n")
     common = ["matrix", "--scenarios", "ack-before-durable-crash", "--seeds", "1", "--jobs", "2", "--no-progress"]

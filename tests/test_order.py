@@ -16,7 +16,8 @@ from lab.record import Recorder, message_codes, read_samples
 from lab.runner import CHECKED_COLUMNS, run
 from lab.verdict import FIFO_PER_CONSUMER, RunFacts
 from lab.workload import parse_workload
-from tests import jumpy_ideal
+from tests.broken import jumpy_ideal
+from tests.broken import register as register_broken
 
 COLUMNS = ("op", "client", "queue", "msg_id", "t_start_ns", "latency_ns", "outcome")
 
@@ -230,7 +231,7 @@ BROKEN_RUNS = {
 
 @pytest.mark.parametrize("fields", BROKEN_RUNS.values(), ids=BROKEN_RUNS.keys())
 def test_a_queue_that_serves_a_later_message_first_breaks_its_order_promise(tmp_path, monkeypatch, fields):
-    broken = jumpy_ideal.register(monkeypatch)
+    broken = register_broken(monkeypatch, jumpy_ideal)
     w = parse_workload(fields)
     v = run(w, broken, "sim", out=tmp_path / "broken", progress=False).verdict
     assert v.verdict == "invalid" and v.reordering.inversions > 0, v.line()

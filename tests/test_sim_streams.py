@@ -23,7 +23,8 @@ from models.awaitables import NS
 from models.disk import DiskModel
 from models.network import LatencyModel
 from models.world import SimConfig, SimWorld
-from tests import reply_then_sync_kestrel
+from tests.broken import reply_then_sync_kestrel
+from tests.broken import register as register_broken
 
 LATENCY_MS = 1.0  # one way, constant: a round trip is 2 ms
 LONG_S = 0.5  # what a handler waits for after its reply: a sleep, or an fsync this slow
@@ -321,7 +322,7 @@ def _lost_acknowledged(run_dir: Path) -> dict[str, int]:
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_reply_before_the_fsync_loses_acknowledged_puts_to_a_crash_and_the_verdict_says_so(
         tmp_path, monkeypatch, seed):
-    broken = reply_then_sync_kestrel.register(monkeypatch)
+    broken = register_broken(monkeypatch, reply_then_sync_kestrel)
     workload = load_workload(_crash_workload(tmp_path, seed))
     options = {"syncJournal": "always"}
     result = run_workload(workload, broken, "sim", out=tmp_path / "broken", progress=False, options=options)

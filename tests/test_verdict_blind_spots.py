@@ -24,7 +24,8 @@ from lab.backends.ideal import core as ideal_core
 from lab.runner import run
 from lab.verdict import INVALID, VALID
 from lab.workload import load_workload, parse_workload
-from tests.disk_loss_primer_short import register as register_one_copy_short
+from tests.broken import disk_loss_primer_short
+from tests.broken import register as register_broken
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "lab" / "scenarios"
 WORKLOADS = Path(__file__).resolve().parent.parent / "lab" / "workloads"
@@ -36,7 +37,7 @@ def test_a_put_one_copy_short_loses_to_one_crash_and_is_invalid_where_primer_is_
     workload = dataclasses.replace(load_workload(SCENARIOS / "crash-one.yaml"), consumer_delay=2.6)
     primer = run(workload, "primer", "sim", seed=seed, out=tmp_path / "primer", progress=False).verdict
     assert primer.verdict != INVALID and primer.lost == 0, primer.line()
-    short = run(workload, register_one_copy_short(monkeypatch), "sim", seed=seed, out=tmp_path / "short",
+    short = run(workload, register_broken(monkeypatch, disk_loss_primer_short), "sim", seed=seed, out=tmp_path / "short",
                 progress=False).verdict
     # before: "lost N acknowledged messages under crash: allowed, persistence=off ..." for any crash
     assert short.lost > 0 and short.verdict == INVALID, short.line()

@@ -1,19 +1,14 @@
-"""A deliberately broken design for tests (never registered outside a test): Kestrel with
+"""A deliberately broken design (``tests.broken``): Kestrel with
 ``syncJournal=always`` whose set writes its ``STORED`` reply and only then awaits the
 journal's fsync — both steps in the same handler, in the wrong order ("reply, then make
 durable"). It promises what Kestrel with ``syncJournal=always`` promises (no loss under a
 crash), so a crash between a set's reply and its fsync breaks that promise. Over a live
 socket the reply leaves at the send; a sim world that delivers a handler's output only
-when the handler returns cannot tell it from the real Kestrel. The test registers it with
-``register(monkeypatch)``.
+when the handler returns cannot tell it from the real Kestrel.
 """
 
 from __future__ import annotations
 
-import sys
-import types
-
-from lab.backends import REGISTRY, Registration
 from lab.backends.kestrel.core.collection import QueueCollection
 from lab.backends.kestrel.driver import KestrelBackend
 from lab.backends.kestrel.wire.connection import KestrelConnection
@@ -65,13 +60,4 @@ class ReplyThenSyncBackend(KestrelBackend):
         return boot
 
 
-def register(monkeypatch) -> str:  # noqa: ANN001 (pytest's MonkeyPatch)
-    """Register the fixture as any design is (a package whose ``driver`` module holds its
-    Backend class), for the test's duration only; its name."""
-    package = types.ModuleType("reply_then_sync_kestrel_design")
-    package.__path__ = []  # no serve, tools or bench module
-    monkeypatch.setitem(sys.modules, "reply_then_sync_kestrel_design", package)
-    monkeypatch.setitem(sys.modules, "reply_then_sync_kestrel_design.driver", sys.modules[__name__])
-    monkeypatch.setitem(REGISTRY, NAME, Registration("reply_then_sync_kestrel_design", "ReplyThenSyncBackend",
-                                                     "#000000"))
-    return NAME
+BACKEND = ReplyThenSyncBackend

@@ -1,18 +1,15 @@
-"""A deliberately broken design for tests (never registered outside a test): Queuefka with
+"""A deliberately broken design (``tests.broken``): Queuefka with
 ``fsync=always`` whose produce acknowledges a record as soon as it is written and makes it
 durable in a background task ``LAG`` seconds later — "ack 1-2 ms before durable". It
 promises what Queuefka with ``fsync=always`` promises (no loss under a crash), so a crash
 that falls in the gap between a put's reply and its fsync breaks that promise; a crash
-anywhere else does not. The test registers it with ``register(monkeypatch)``.
+anywhere else does not.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import sys
-import types
 
-from lab.backends import REGISTRY, Registration
 from lab.backends.queuefka.core.broker import GROUP_SUFFIX, QueuefkaCore, _is_segment
 from lab.backends.queuefka.driver import QueuefkaBackend
 from lab.backends.queuefka.wire.http import accept_http
@@ -62,12 +59,4 @@ class AckEarlyBackend(QueuefkaBackend):
         return boot
 
 
-def register(monkeypatch) -> str:  # noqa: ANN001 (pytest's MonkeyPatch)
-    """Register the fixture as any design is (a package whose ``driver`` module holds its
-    Backend class), for the test's duration only; its name."""
-    package = types.ModuleType("ack_early_queuefka_design")
-    package.__path__ = []  # no serve, tools or bench module
-    monkeypatch.setitem(sys.modules, "ack_early_queuefka_design", package)
-    monkeypatch.setitem(sys.modules, "ack_early_queuefka_design.driver", sys.modules[__name__])
-    monkeypatch.setitem(REGISTRY, NAME, Registration("ack_early_queuefka_design", "AckEarlyBackend", "#000000"))
-    return NAME
+BACKEND = AckEarlyBackend

@@ -1,16 +1,11 @@
-"""A deliberately broken design for tests (never registered outside a test): the ideal queue
+"""A deliberately broken design (``tests.broken``): the ideal queue
 whose every ``EVERY``-th get that finds two or more items waiting hands out the second one,
 not the head — with no fault, no release and no redelivery. It promises what the ideal
-promises (FIFO per queue), so the real-time order check must call its runs invalid. The
-test registers it with ``register(monkeypatch)``.
+promises (FIFO per queue), so the real-time order check must call its runs invalid.
 """
 
 from __future__ import annotations
 
-import sys
-import types
-
-from lab.backends import REGISTRY, Registration
 from lab.backends.ideal.core import IdealQueue, Item
 from lab.backends.ideal.driver import IdealBackend
 from lab.runtime import Boot, Runtime
@@ -52,12 +47,4 @@ class JumpyBackend(IdealBackend):
         return boot
 
 
-def register(monkeypatch) -> str:  # noqa: ANN001 (pytest's MonkeyPatch)
-    """Register the fixture as any design is (a package whose ``driver`` module holds its
-    Backend class), for the test's duration only; its name."""
-    package = types.ModuleType("jumpy_ideal_design")
-    package.__path__ = []  # no serve, tools or bench module
-    monkeypatch.setitem(sys.modules, "jumpy_ideal_design", package)
-    monkeypatch.setitem(sys.modules, "jumpy_ideal_design.driver", sys.modules[__name__])
-    monkeypatch.setitem(REGISTRY, NAME, Registration("jumpy_ideal_design", "JumpyBackend", "#000000"))
-    return NAME
+BACKEND = JumpyBackend
