@@ -34,12 +34,13 @@ def test_the_state_round_trips_and_an_address_alone_still_reads(tmp_path: Path):
 def test_compaction_keeps_the_whole_state(tmp_path: Path):
     store = FileStore(tmp_path / "t", create=True)
     offset = CommittedOffset(store, "g")
-    for i in range(3000):
-        offset.commit(i, i + 40, [(i, i + 10), (i + 20, i + 40)])
+    for i in range(120):  # commits of 1.6 KB: compacted past 64 KiB
+        offset.commit(i, i + 1000, [(i + 10 * k, i + 10 * k + 5) for k in range(100)])
     offset.close()
-    assert (tmp_path / "t" / "g.group").stat().st_size < 3000 * 48  # compacted
+    assert (tmp_path / "t" / "g.group").stat().st_size < (64 << 10) + 1632  # compacted (120 commits: 191 KiB)
     last = CommittedOffset(store, "g")
-    assert (last.address, last.handed, last.pending) == (2999, 3039, [(2999, 3009), (3019, 3039)])
+    assert (last.address, last.handed) == (119, 1119)
+    assert last.pending == [(119 + 10 * k, 124 + 10 * k) for k in range(100)]
 
 
 def test_a_restart_hands_out_again_only_what_was_not_acknowledged():
