@@ -90,7 +90,8 @@ def attribute(samples: pa.Table, codes: np.ndarray, promises: Promises, *, lost:
         anomalous |= overtaken > 0
     if not anomalous.any():
         return result
-    faults = faults_of(samples)
+    # a fault the options inject is in force from the first instant to the last, on no node in particular
+    faults = faults_of(samples) + [Fault(kind, frozenset(), 0, NEVER) for kind in promises.injected]
     is_op = ~mask(samples, "op", FAULT_OP)
     clients = set(pc.unique(samples.filter(pa.array(is_op)).column("node")).to_pylist())
     cuts = _cut_gets(samples)

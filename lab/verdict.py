@@ -119,6 +119,8 @@ class Promises:
     lease_s: float | None = None
     #: an unacknowledged delivery comes back when its consumer's connection closes (after an error)
     hands_back_on_close: bool = False
+    #: fault kinds the options themselves inject, in force the whole run (a simulated store's late writes)
+    injected: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.delivery not in DELIVERIES:
@@ -181,6 +183,7 @@ def judge(promises: Promises, faults: frozenset[str], *, attempts: int, enqueued
     if problem is not None:
         return Judgement(INVALID, f"no evidence: {problem}")
     explained = explained or {}
+    faults = faults | frozenset(promises.injected)
     broken, allowed, notes = [], [], []
     if unexpected:
         broken.append(f"delivered {_count(unexpected, 'message')} never sent; no design may invent messages")

@@ -191,7 +191,9 @@ class CassieqBackend(Backend):
             allowances.append(Allowance("lost", (ANY_FAULT,), "auto acks: a leased message whose ack is cut",
                                         scope=CUT))
         return Promises(f"cassieq on {options.get('store', 'its store')}, {'reliable' if reliable else 'auto'} acks",
-                        AT_LEAST_ONCE, NO_ORDER, tuple(allowances), lease_s=options.get("invisibility"))
+                        AT_LEAST_ONCE, NO_ORDER, tuple(allowances), lease_s=options.get("invisibility"),
+                        injected=("late-writes",) if options.get("cassandra_late_write_p")
+                        or options.get("cassandra_ghost_write_p") else ())
 
     options_declared = (
         TIMEOUT,
