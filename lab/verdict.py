@@ -176,14 +176,18 @@ def judge(promises: Promises, faults: frozenset[str], *, attempts: int, enqueued
     ``explained``: per anomaly ("lost", "duplicated", "reordered"), how many of its count
     each explanation accounts for, by its words (``lab.attribution``: "under crash:
     allowed, ..." for an allowance; "after its lease expired" and the like for a
-    redelivery); what no explanation accounts for is a broken promise. ``failed``: per operation, how many failed or timed out — in
+    redelivery); what no explanation accounts for is a broken promise. None: a run
+    recorded before anomalies were explained (a manifest without them, or none): judged
+    by the rule of its time, an allowance naming one of the run's fault kinds excusing the
+    whole anomaly, and duplicates part of at-least-once. ``failed``: per operation, how many failed or timed out — in
     a run with no fault, a put the design refused is a broken promise too.
     ``inversions`` None: the run's order was not measured, so it is not judged."""
     problem = delivery_problem(attempts, enqueued, dequeued)
     if problem is not None:
         return Judgement(INVALID, f"no evidence: {problem}")
-    explained = explained or {}
     faults = faults | frozenset(promises.injected)
+    legacy = explained is None  # a run recorded before its anomalies were explained message by message
+    explained = explained or {}
     broken, allowed, notes = [], [], []
     if unexpected:
         broken.append(f"delivered {_count(unexpected, 'message')} never sent; no design may invent messages")
@@ -200,6 +204,14 @@ def judge(promises: Promises, faults: frozenset[str], *, attempts: int, enqueued
         if promised[anomaly] is None:  # no order promised: reordering is part of the promise
             notes.append(f"{what(count)} (no order promised)")
             continue
+        if legacy:  # the rule of its time: an allowance under one of the run's fault kinds excuses all of it
+            if anomaly == "duplicated" and promises.delivery == AT_LEAST_ONCE:
+                notes.append(f"{what(count)} (at-least-once redelivers)")
+                continue
+            excuse = next(((a, under) for a in promises.allowances if a.anomaly == anomaly
+                           for under in [a.under(faults)] if under), None)
+            explained = {**explained, anomaly: {f"under {', '.join(excuse[1])}: allowed, {excuse[0].why}": count}
+                         if excuse else {}}
         reasons = {why: n for why, n in (explained.get(anomaly) or {}).items() if n}
         unexplained = count - sum(reasons.values())
         # at-least-once redelivers: a duplicate a lease, a close or a fault explains is part of it

@@ -224,7 +224,7 @@ def _kinds(world: str) -> list[tuple[str, str]]:
 
 
 FAULT_FIELDS = {"pause": {}, "crash": {}, "partition": {"target": "clients"}, "link-delay": {"ms": 20},
-                "loss": {"p": 0.3, "target": "servers"}, "disk-delay": {"ms": 20}, "gc": {}, "late-writes": {}}
+                "loss": {"p": 0.3, "target": "servers"}, "disk-delay": {"ms": 20}, "gc": {}, "late-writes": {}, "disk-loss": {}}
 
 
 @pytest.mark.parametrize("world_name, kind", _kinds("sim") + _kinds("live"))

@@ -78,7 +78,8 @@ def test_reordering_breaks_fifo_unless_a_fault_explains_it_and_is_not_judged_wit
     allowing = Promises("R", AT_LEAST_ONCE, FIFO, (Allowance("reordered", (ANY_FAULT,), "aborted reads"),))
     assert judge(allowing, frozenset({"pause"}), **counts(inversions=5),
                  explained={"reordered": {"under pause: allowed, aborted reads": 5}}).verdict == ALLOWED
-    assert judge(allowing, frozenset({"pause"}), **counts(inversions=5)).verdict == INVALID  # none explained
+    assert judge(allowing, frozenset({"pause"}), **counts(inversions=5), explained={}).verdict == INVALID  # none
+    assert judge(allowing, frozenset({"pause"}), **counts(inversions=5)).verdict == ALLOWED  # a run of old: by kind
     assert judge(Promises("N", AT_LEAST_ONCE, NO_ORDER), NONE, **counts(inversions=5)).verdict == VALID
     assert judge(PROMISES, NONE, **counts(inversions=None)).verdict == VALID  # order not measured
 
