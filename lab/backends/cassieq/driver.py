@@ -66,6 +66,9 @@ def _probability(value: Any) -> float:
     return p
 
 
+CREATE_POLL = 0.005  # seconds between looks at a queue another client is still creating
+
+
 class CassieqClient(QueueClient):
     """A user of the queue API: one connection per API node, a node picked at random per request."""
 
@@ -110,8 +113,12 @@ class CassieqClient(QueueClient):
         path = "/" + quote(queue, safe="")
         if queue not in self.queues:
             options = {"queueName": queue, "bucketSize": self.bucket_size}
-            _ok(await self._api("POST", "", json.dumps(options).encode(), content_type="application/json"),
-                f"create {queue}")
+            made = _ok(await self._api("POST", "", json.dumps(options).encode(), content_type="application/json"),
+                       f"create {queue}")
+            if made.status == 200:  # another client made it, and may still be provisioning it: wait till it serves
+                deadline = self.rt.now_ns() + round(self.timeout * 1e9)
+                while (await self._api("GET", path)).status == 404 and self.rt.now_ns() < deadline:
+                    await self.rt.sleep(CREATE_POLL)
             self.queues.add(queue)
         return path
 
