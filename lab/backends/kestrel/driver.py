@@ -19,8 +19,8 @@ from lab.backends.kestrel.config import QUEUE_OPTIONS, ServerConfig, config_from
 from lab.backends.kestrel.wire.client import ReplyReader, encode_get, encode_set, get_key
 from lab.backends.options import TIMEOUT, Option, whole
 from lab.runtime import Boot, Connection, Runtime
-from lab.verdict import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, DISK_LOSS, FIFO, FSYNC_MARGIN_S, HOLDERS,
-                         Allowance, Promises)
+from lab.verdict import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, DISK_LOSS, FIFO, FIFO_PER_CONSUMER, FSYNC_MARGIN_S,
+                         HOLDERS, Allowance, Promises)
 
 SERVER = "kestrel"
 
@@ -98,7 +98,9 @@ class KestrelBackend(Backend):
             allowances.append(Allowance("lost", (ANY_FAULT,), "at-most-once: a get whose reply is cut loses its item",
                                         scope=CUT))
         return Promises(f"kestrel with syncJournal={given}, {'reliable reads' if reliable else 'plain gets'}",
-                        AT_LEAST_ONCE if reliable else AT_MOST_ONCE, FIFO, tuple(allowances),
+                        AT_LEAST_ONCE if reliable else AT_MOST_ONCE,
+                        # several open reads per connection: a consumer holds items ahead of the others
+                        FIFO if options.get("maxOpenTransactions", 1) == 1 else FIFO_PER_CONSUMER, tuple(allowances),
                         hands_back_on_close=reliable)
 
     promise_options = ({"syncJournal": "never"}, {"syncJournal": "always"})
