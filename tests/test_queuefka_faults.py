@@ -11,29 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from lab.backends.queuefka.core.broker import Config, LeaseLost, QueuefkaCore
+from lab.backends.queuefka.core.broker import Config, LeaseLost
 from lab.backends.queuefka.embedded import Consumer, Writer, committed_offsets
 from lab.live.disk import FileStore
 from lab.record import read_samples
 from lab.runner import run
 from lab.workload import load_workload
-from models.world import SimWorld
-
-
-def _on_a_node(body, config: Config, seed: int = 1):
-    """``await body(world, control, cores)`` with a Queuefka core booted on sim node "q"
-    (``cores[-1]``: the current incarnation's)."""
-    world = SimWorld(seed=seed)
-    cores: list[QueuefkaCore] = []
-
-    async def boot(rt):
-        cores.append(QueuefkaCore(rt, config))
-
-    async def main(control):
-        await world.start("q", boot)
-        return await body(world, control, cores)
-
-    return world.run(main)
+from tests.queuefka_support import on_a_node
 
 
 def _lost(run_dir: Path):
@@ -70,7 +54,7 @@ def test_split_majority_seed_12_a_commit_does_not_skip_records_another_session_f
         return (addresses, cut.records, mine.records, after_commit, after_more, held.records, again.records, done,
                 core.stats("t"))
 
-    addresses, cut, mine, after_commit, after_more, held, again, done, stats = _on_a_node(body, Config())
+    addresses, cut, mine, after_commit, after_more, held, again, done, stats = on_a_node(body, Config())
     assert cut == [(addresses[0], b"r0")] and mine == [(addresses[1], b"r1")]
     assert after_commit == after_more == addresses[0]  # not past r0, which c1 never acknowledged
     assert held == []  # r0 is still leased to c1
@@ -99,7 +83,7 @@ def test_records_of_a_session_whose_close_was_lost_come_back_after_the_session_t
         waited = await core.fetch("t", "g", 1, wait=2.0, session=alive)  # wakes as the lease runs out
         return addresses, seen, before_timeout, waited.records, control.now() - fetched_at
 
-    addresses, seen, before_timeout, waited, after = _on_a_node(body, Config(session_timeout=1.0))
+    addresses, seen, before_timeout, waited, after = on_a_node(body, Config(session_timeout=1.0))
     assert seen == [(addresses[1], b"r1"), (addresses[2], b"r2")]
     assert before_timeout == addresses[0]
     assert waited == [(addresses[0], b"r0")] and 1.0 < after < 1.01
@@ -122,7 +106,7 @@ def test_one_session_still_commits_all_its_fetches_at_once_but_never_ahead_of_th
         rest = await core.fetch("t", "g", 5, session=me)
         return addresses, committed, core.stats("t")["groups"]["g"]["committed"], rest.records
 
-    addresses, committed, after_refusal, rest = _on_a_node(body, Config())
+    addresses, committed, after_refusal, rest = on_a_node(body, Config())
     assert committed == after_refusal == addresses[4]
     assert rest == [(addresses[4], b"r4"), (addresses[5], b"r5")]
 
@@ -166,7 +150,7 @@ def test_crash_all_seed_42_records_written_after_the_restart_behind_the_old_comm
         await control.sleep(0.01)
         return before, committed, after, got.records, stats, cores[-1].stats("t")["groups"]["g"]["committed"]
 
-    before, committed, after, got, stats, recommitted = _on_a_node(body, Config(fsync="never"))
+    before, committed, after, got, stats, recommitted = on_a_node(body, Config(fsync="never"))
     assert committed == before[-1] + 13
     assert after[0] == 0 < after[-1] and after[-1] + 13 > committed  # the lost tail's addresses, reused
     assert [p for _, p in got] == [b"new%02d" % i for i in range(30)]

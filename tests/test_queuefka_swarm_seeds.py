@@ -19,29 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from lab.backends.queuefka.core.broker import Config, LeaseLost, QueuefkaCore
+from lab.backends.queuefka.core.broker import Config, LeaseLost
 from lab.backends.queuefka.wire.http import EPOCH_HEADER, accept_http
 from lab.record import read_samples
 from lab.runner import run
 from lab.workload import parse_workload
 from lab.wire.http import ResponseReader, encode_request
-from models.world import SimWorld
-
-
-def _on_a_node(body, config: Config, seed: int = 1):
-    """``await body(world, control, cores)`` with a Queuefka core booted on sim node "q"
-    (``cores[-1]``: the current incarnation's)."""
-    world = SimWorld(seed=seed)
-    cores: list[QueuefkaCore] = []
-
-    async def boot(rt):
-        cores.append(QueuefkaCore(rt, config))
-
-    async def main(control):
-        await world.start("q", boot)
-        return await body(world, control, cores)
-
-    return world.run(main)
+from tests.queuefka_support import on_a_node
 
 
 async def _restart(world, control) -> None:
@@ -78,7 +62,7 @@ def test_seed_49_a_commit_from_before_a_restart_does_not_skip_a_record_whose_fet
             handed += fetched
         return addresses, committed, mine.epoch, str(refused.value), after, core.epoch, handed
 
-    addresses, committed, old_epoch, refusal, after, epoch, handed = _on_a_node(body, Config(fsync="always"))
+    addresses, committed, old_epoch, refusal, after, epoch, handed = on_a_node(body, Config(fsync="always"))
     assert committed == after == addresses[0]  # r0 was never acknowledged, before or after
     assert "earlier incarnation of the broker" in refusal and "nothing was acknowledged" in refusal
     assert epoch != old_epoch
@@ -97,7 +81,7 @@ def test_a_commit_past_every_record_handed_out_since_a_restart_is_refused_even_w
             await cores[-1].commit("t", "lab", early.next)
         return addresses, (await cores[-1].fetch("t", "lab", 5)).records
 
-    addresses, handed = _on_a_node(body, Config(fsync="always"))
+    addresses, handed = on_a_node(body, Config(fsync="always"))
     assert [p for _, p in handed] == [b"r0", b"r1", b"r2", b"r3"]
 
 
@@ -129,7 +113,7 @@ def test_seed_20_and_58_a_commit_from_before_a_restart_does_not_acknowledge_the_
         again = await core.fetch("t", "lab", 5, session=core.session())
         return kept, first.next, early.records, reused, taken.records, committed, again.records
 
-    kept, after_kept, early, reused, taken, committed, again = _on_a_node(body, Config(fsync="always"))
+    kept, after_kept, early, reused, taken, committed, again = on_a_node(body, Config(fsync="always"))
     assert early == [(after_kept, b"gone")]  # handed out before it was durable
     assert reused == after_kept  # the crash freed those bytes: the next record has its address
     assert taken == [(reused, b"next")]
@@ -154,7 +138,7 @@ def test_within_one_incarnation_a_commit_from_another_connection_still_acknowled
         rest = await core.fetch("t", "g", 5, session=core.session())
         return addresses, committed, repeated, rest.records
 
-    addresses, committed, repeated, rest = _on_a_node(body, Config())
+    addresses, committed, repeated, rest = on_a_node(body, Config())
     assert committed == repeated == addresses[2]
     assert rest == [(addresses[2], b"r2")]
 
@@ -184,7 +168,7 @@ def test_the_http_front_reports_the_epoch_and_refuses_a_stale_one_with_a_409():
         ok = await call("POST", "/topics/t/groups/g/commit", commit, ((EPOCH_HEADER, epoch),))
         return epoch, raw.headers[EPOCH_HEADER.lower()], core.epoch, stale, bad, ok, end, groups_after_refusals
 
-    epoch, raw_epoch, core_epoch, stale, bad, ok, end, groups_after_refusals = _on_a_node(body, Config())
+    epoch, raw_epoch, core_epoch, stale, bad, ok, end, groups_after_refusals = on_a_node(body, Config())
     assert epoch == raw_epoch == str(core_epoch)
     assert stale.status == 409 and b"lease lost" in stale.body and b"nothing was acknowledged" in stale.body
     assert groups_after_refusals == {}  # neither refusal created the group
