@@ -20,11 +20,13 @@ from lab.runner import make_world, run
 from lab.workload import parse_workload
 
 ROOT = Path(__file__).resolve().parents[1]
-SEED = 6
-LOST = "p1:146"  # put at 0.97 s, leased by a get cut at 2.19 s, back at 7.2 s
+# Seed 6 showed it first; since CassieQ's client waits for a queue another client is still
+# creating, the histories moved, and seed 9 shows the same situation.
+SEED = 9
+LOST = "p0:155"  # put at 2.02 s, leased by a get cut at 2.2 s, back at 7.2 s
 
 
-def _split_flapping_seed_6():
+def _split_flapping_at_1s():
     """The scenario as it was run (the split from 1.0 s), whatever its draw of the start is now."""
     spec = yaml.safe_load((ROOT / "lab/scenarios/split-flapping.yaml").read_text())
     spec["seed"] = SEED
@@ -40,18 +42,18 @@ def _delivered(run_dir: Path) -> dict[str, float]:
     return {m: (t - t0) / 1e9 for m, t in gets.groupby("msg_id").t_start_ns.min().items()}
 
 
-def test_split_flapping_seed_6_the_drain_that_ended_before_the_lease_ran_out_called_it_lost(tmp_path, monkeypatch):
+def test_split_flapping_the_drain_that_ended_before_the_lease_ran_out_called_it_lost(tmp_path, monkeypatch):
     """The original situation: a drain that trusts the size statistic at once (no recovery
     time) ends before the lease runs out, and the verdict calls the leased message lost."""
     monkeypatch.setattr(CassieqBackend, "recovery_seconds", staticmethod(lambda options: 0.0))
-    result = run(_split_flapping_seed_6(), "cassieq", "sim", seed=SEED, out=tmp_path / "run", progress=False)
+    result = run(_split_flapping_at_1s(), "cassieq", "sim", seed=SEED, out=tmp_path / "run", progress=False)
     assert result.verdict.verdict == "invalid" and result.verdict.lost == 1, result.verdict.line()
     assert LOST not in _delivered(result.run_dir)
-    assert result.world_seconds < 7  # it stopped before the message came back
+    assert result.world_seconds < 7.2  # it stopped before the message came back
 
 
-def test_split_flapping_seed_6_the_drain_waits_out_the_designs_recovery_and_nothing_is_lost(tmp_path):
-    result = run(_split_flapping_seed_6(), "cassieq", "sim", seed=SEED, out=tmp_path / "run", progress=False)
+def test_split_flapping_the_drain_waits_out_the_designs_recovery_and_nothing_is_lost(tmp_path):
+    result = run(_split_flapping_at_1s(), "cassieq", "sim", seed=SEED, out=tmp_path / "run", progress=False)
     verdict = result.verdict
     assert verdict.verdict != "invalid" and verdict.lost == 0, verdict.line()
     delivered = _delivered(result.run_dir)
