@@ -639,6 +639,9 @@ def _option_sets_file(path: Path) -> dict:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from lab.mutants import plant_from_environment
+
+    plant_from_environment(args.design)  # the test hook QUEUE_LAB_MUTANT: off unless set
     try:
         design_module(args.design, "serve").serve(args)
     except ValueError as e:
