@@ -17,6 +17,7 @@ import yaml
 
 from lab.backends import CONTROL, REGISTRY, BadOption, UnknownBackend, backend_class, design_module
 from lab.compare import NothingToRun
+from lab.mutants import UnknownMutant
 from lab.paths import BadRunDir
 from lab.spark import JavaMissing
 from lab.verdict import INVALID
@@ -27,7 +28,7 @@ class UsageError(Exception):
     """A mistake in how the command was called."""
 
 
-USER_ERRORS = (UsageError, WorkloadError, UnknownBackend, BadOption, BadRunDir, JavaMissing, NothingToRun)
+USER_ERRORS = (UsageError, WorkloadError, UnknownBackend, BadOption, BadRunDir, JavaMissing, NothingToRun, UnknownMutant)
 
 RUN_LEGEND = """\
 the summary, row by row; each op has two rows: phases "all" (warm-up to drain) and
@@ -212,6 +213,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--shrink-runs", type=int, default=40, help="runs at most to shrink one seed (default 40)")
     p.add_argument("--no-shrink", action="store_true", help="do not shrink the invalid seeds")
     p.add_argument("--out", type=Path, help="swarm folder (default: results/runs/swarm-<time>-<backend>)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    p = sub.add_parser("mutants", help="the lab's power: planted bugs in every design, each hunted through the "
+                                       "scenarios and swarm seeds most likely to expose it, and the same runs unmutated")
+    p.add_argument("--backends", help="designs whose mutants to hunt, comma-separated (default: all)")
+    p.add_argument("--mutants", help="mutant names, comma-separated (default: every mutant of --backends)")
+    p.add_argument("--seeds", type=int, default=3, help="seeds per scenario, and swarm seeds, per mutant (default 3)")
+    p.add_argument("--world", choices=("sim", "live"), default="sim", help="world to hunt in (default sim)")
+    p.add_argument("--jobs", type=int, help="worker processes (default: one per core in the sim world, 1 live)")
+    p.add_argument("--shrink-runs", type=int, default=6, help="runs at most to shrink a catching schedule (default 6)")
+    p.add_argument("--out", type=Path, help="folder (default: results/runs/mutants-<time>)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     p = sub.add_parser("calibrate", help="measure a design's service times (in process) and loopback latency; "
@@ -416,6 +428,21 @@ def cmd_swarm(args: argparse.Namespace) -> int:
                    shrink_runs=args.shrink_runs, progress=not args.no_progress)
     print("\n".join(report_lines(result)))
     return 1 if result.findings else 0
+
+
+def cmd_mutants(args: argparse.Namespace) -> int:
+    from lab.mutants.hunt import hunt, report_lines
+
+    for flag in ("jobs", "seeds", "shrink_runs"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise UsageError(f"--{flag.replace('_', '-')} {value}: use 1 or more")
+    designs = [d.strip() for d in args.backends.split(",") if d.strip()] if args.backends else None
+    names = [m.strip() for m in args.mutants.split(",") if m.strip()] if args.mutants else None
+    result = hunt(designs=designs, names=names, seeds=args.seeds, world=args.world, jobs=args.jobs,
+                  shrink_runs=args.shrink_runs, out=args.out, progress=not args.no_progress)
+    print("\n".join(report_lines(result)))
+    return 0 if result.passed else 1
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -677,7 +704,7 @@ def _design_modules(part: str):
 
 COMMANDS = {"run": cmd_run, "calibrate": cmd_calibrate, "serve": cmd_serve, "backends": cmd_backends, "workloads": cmd_workloads,
             "compare": cmd_compare, "aggregate": cmd_aggregate, "bench": cmd_bench, "cluster": cmd_cluster,
-            "load": cmd_load, "matrix": cmd_matrix, "swarm": cmd_swarm,
+            "load": cmd_load, "matrix": cmd_matrix, "swarm": cmd_swarm, "mutants": cmd_mutants,
             "fidelity": cmd_fidelity, "report": cmd_report, "regress": cmd_regress}
 
 
