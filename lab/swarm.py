@@ -273,7 +273,8 @@ def broken_promises(verdict: Any) -> tuple[str, ...]:
     return tuple(broken)
 
 
-def run_seed(workload: dict[str, Any], backend: str, options: dict[str, Any], seed: int, out: str) -> SeedRun:
+def run_seed(workload: dict[str, Any], backend: str, options: dict[str, Any], seed: int, out: str,
+             world: str = "sim") -> SeedRun:
     """One run of ``workload`` (a mapping) into ``out``, as a ``SeedRun``; a run that raises is
     verdict ``error``, its traceback beside the run folder. Runs in a worker process."""
     from lab.runner import run
@@ -282,7 +283,7 @@ def run_seed(workload: dict[str, Any], backend: str, options: dict[str, Any], se
     log = io.StringIO()  # a design's log lines (a warning on recovery) go beside its run, not over the bar
     try:
         with contextlib.redirect_stderr(log):
-            result = run(parse_workload(workload, f"{out}.yaml"), backend, "sim", seed=seed, out=out,
+            result = run(parse_workload(workload, f"{out}.yaml"), backend, world, seed=seed, out=out,
                          progress=False, options=options)
     except Exception as e:
         Path(f"{out}.error.txt").write_text(log.getvalue() + traceback.format_exc())
