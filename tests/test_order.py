@@ -1,6 +1,6 @@
 """The real-time order check (``lab.order``): against its definition by brute force on random
 histories, on hand-made ones, and on runs — the open-loop runs that the per-stream check
-called invalid, and a deliberately broken design (``tests/jumpy_ideal.py``) it must catch."""
+called invalid, and a planted bug (the mutant ``ideal-skips-the-head``) it must catch."""
 
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ from lab.record import Recorder, message_codes, read_samples
 from lab.runner import CHECKED_COLUMNS, run
 from lab.verdict import FIFO_PER_CONSUMER, RunFacts
 from lab.workload import parse_workload
-from tests.broken import jumpy_ideal
-from tests.broken import register as register_broken
+from lab.mutants import plant
 
 COLUMNS = ("op", "client", "queue", "msg_id", "t_start_ns", "latency_ns", "outcome")
 
@@ -230,10 +229,10 @@ BROKEN_RUNS = {
 
 
 @pytest.mark.parametrize("fields", BROKEN_RUNS.values(), ids=BROKEN_RUNS.keys())
-def test_a_queue_that_serves_a_later_message_first_breaks_its_order_promise(tmp_path, monkeypatch, fields):
-    broken = register_broken(monkeypatch, jumpy_ideal)
+def test_a_queue_that_serves_a_later_message_first_breaks_its_order_promise(tmp_path, fields):
     w = parse_workload(fields)
-    v = run(w, broken, "sim", out=tmp_path / "broken", progress=False).verdict
+    with plant("ideal-skips-the-head"):
+        v = run(w, "ideal", "sim", out=tmp_path / "broken", progress=False).verdict
     assert v.verdict == "invalid" and v.reordering.inversions > 0, v.line()
     assert "inversion" in v.reason and "promises FIFO per queue" in v.reason, v.reason
     assert (v.lost, v.duplicated, v.unexpected) == (0, 0, 0)  # nothing else is wrong with it
