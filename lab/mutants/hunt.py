@@ -4,9 +4,10 @@ the checker calls invalid, shrinks that run's fault schedule, and runs every one
 mutant's runs again with the design unmutated — the control, where invalid is a false
 alarm, as bad as a miss.
 
-- **A mutant's runs**, in order: each of its ``scenarios`` at seeds 1..K, then K swarm
-  seeds (``lab.swarm``'s base workload with the seed's drawn fault mix), all with the
-  mutant's options. One run of a mutant is in flight at a time, so "runs to first
+- **A mutant's runs**, in order: each of its ``scenarios`` at seeds 1..K, ``lab.swarm``'s
+  base workload once with no fault, then K swarm seeds (that workload with the seed's drawn
+  fault mix), all with the mutant's options; a run the world cannot apply to the design
+  (live faults on a design with no server process) is skipped and reported. One run of a mutant is in flight at a time, so "runs to first
   detection" counts exactly the runs it took; different mutants' runs share the workers.
 - **Caught** means a run's verdict is invalid (an error is no detection: it is reported
   as one). The catching run's schedule is shrunk with ``lab.swarm.Shrinker`` (at most
@@ -74,6 +75,7 @@ class Hunt:
     shrinker: Shrinker | None = None
     shrunk: str | None = None  # the shrunk catch's fault schedule, in words
     errors: int = 0
+    refused: list[str] = field(default_factory=list)  # trials the world cannot apply to this design, and why
 
     @property
     def runs_to_catch(self) -> int:
@@ -128,13 +130,15 @@ def chosen_mutants(designs: Iterable[str] | None = None, names: Iterable[str] | 
 
 
 def trials(m: Mutant, seeds: int, world: str) -> Iterator[Trial]:
-    """The runs of ``m``'s hunt, in order: its scenarios at seeds 1..``seeds``, then as many
-    swarm seeds. Drawn lazily: a mutant caught at once never draws a swarm schedule."""
+    """The runs of ``m``'s hunt, in order: its scenarios at seeds 1..``seeds``, the swarm's
+    base load with no fault, then ``seeds`` swarm seeds. Drawn lazily: a mutant caught at
+    once never draws a swarm schedule."""
     for scenario in m.scenarios:
         data = scenario_mapping(scenario)
         for seed in range(1, seeds + 1):
             yield Trial(f"{scenario} seed {seed}", data, seed)
     base = base_workload(None)
+    yield Trial("base seed 1", {**base, "seed": 1}, 1)  # the swarm's load with no fault: a bug that needs none
     window, kinds = load_window(base), world_kinds(world)
     cast = cast_of(m.design, dict(m.options), base)
     for seed in range(1, seeds + 1):
@@ -225,6 +229,9 @@ class _Scheduler:
         if kind == "hunt":
             h: Hunt = subject
             trial = next(h.trials, None)
+            while trial is not None and (why := _refusal(trial, h.mutant.design, self.result.world)):
+                h.refused.append(f"{trial.label}: {why}")
+                trial = next(h.trials, None)
             if trial is None:
                 self._settle(h, f"{h.mutant.name}: NOT CAUGHT in {len(h.runs)} runs")
                 return
@@ -310,6 +317,15 @@ class _Scheduler:
         self.bar.set_postfix_str(f"caught {sum(1 for x in self.result.hunts if x.caught)}/{self.settled}")
 
 
+def _refusal(trial: Trial, design: str, world: str) -> str | None:
+    """Why ``world`` cannot run ``trial`` against ``design`` (the live world applies faults
+    only to server processes), or None: such a trial is skipped, not counted as a miss."""
+    from lab.runner import fault_refusal
+    from lab.workload import parse_workload
+
+    return fault_refusal(parse_workload(dict(trial.workload), trial.label), world, design)
+
+
 def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_=." else "-" for c in text)
 
@@ -346,6 +362,8 @@ def report_lines(result: HuntResult) -> list[str]:
     for h in result.hunts:
         if not h.caught:
             lines.append(f"NOT CAUGHT: {h.mutant.name} ({h.mutant.promise}: {h.mutant.mistake}) in {len(h.runs)} runs")
+        if h.refused:
+            lines.append(f"skipped {len(h.refused)} run(s) of {h.mutant.name}: {h.refused[0]}")
     for run in alarms:
         lines.append(f"FALSE ALARM: {run.verdict.upper()} {run.reason} ({run.run_dir})")
     lines.append(f"results: {result.directory}")
