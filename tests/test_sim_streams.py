@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from lab.mutants import plant
 from lab.record import read_samples
 from lab.runner import run as run_workload
 from lab.runtime import CallTimeout, Unreachable
@@ -23,8 +24,6 @@ from models.awaitables import NS
 from models.disk import DiskModel
 from models.network import LatencyModel
 from models.world import SimConfig, SimWorld
-from tests.broken import reply_then_sync_kestrel
-from tests.broken import register as register_broken
 
 LATENCY_MS = 1.0  # one way, constant: a round trip is 2 ms
 LONG_S = 0.5  # what a handler waits for after its reply: a sleep, or an fsync this slow
@@ -321,11 +320,11 @@ def _lost_acknowledged(run_dir: Path) -> dict[str, int]:
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_reply_before_the_fsync_loses_acknowledged_puts_to_a_crash_and_the_verdict_says_so(
-        tmp_path, monkeypatch, seed):
-    broken = register_broken(monkeypatch, reply_then_sync_kestrel)
+        tmp_path, seed):
     workload = load_workload(_crash_workload(tmp_path, seed))
     options = {"syncJournal": "always"}
-    result = run_workload(workload, broken, "sim", out=tmp_path / "broken", progress=False, options=options)
+    with plant("kestrel-reply-then-sync"):  # set writes STORED, then awaits the fsync
+        result = run_workload(workload, "kestrel", "sim", out=tmp_path / "broken", progress=False, options=options)
     lost = _lost_acknowledged(result.run_dir)
     assert lost, "the crash fell outside every put's reply-to-fsync window"
     crash_ns = min(read_samples(result.run_dir).to_pandas().query("op == 'fault'").t_start_ns)
@@ -335,6 +334,7 @@ def test_a_reply_before_the_fsync_loses_acknowledged_puts_to_a_crash_and_the_ver
     verdict = result.verdict
     assert verdict.verdict == "invalid", verdict.line()
     assert f"lost {len(lost)} acknowledged message" in verdict.line(), verdict.line()
+    assert "kestrel with syncJournal=always, reliable reads promises no loss" in verdict.line(), verdict.line()
 
     kestrel = run_workload(workload, "kestrel", "sim", out=tmp_path / "kestrel", progress=False, options=options)
     assert _lost_acknowledged(kestrel.run_dir) == {}
