@@ -85,7 +85,7 @@ MUTANTS = [
     Mutant("kestrel-reply-then-sync", "kestrel", "no loss of an acknowledged put under a crash",
            "set writes its STORED reply, then awaits the journal's fsync (two steps of one handler, swapped)",
            (Patch(MemcacheHandler, "cmd_set", _set_replying_before_the_fsync),), options=DURABLE,
-           scenarios=("crash", "ack-before-durable-crash", "crash-all")),
+           scenarios=("crash-slow-disk", "crash", "ack-before-durable-crash")),
     Mutant("kestrel-confirm-journals-a-remove", "kestrel",
            "no loss of an acknowledged put, and no redelivery of a closed read, under a crash",
            "the close of a reliable read is journalled as REMOVE (the head's removal), not CONFIRM_REMOVE xid",
