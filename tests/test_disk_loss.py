@@ -4,7 +4,7 @@ In both worlds the node's files are gone, fsynced ones too, and it boots again o
 disk and serves; the history names the node and the kind. Under it a single server loses
 every message it held (what its promises allow), while Primer with its default W=2 keeps
 every acknowledged message when one node's disk is lost — and a put that keeps one copy
-too few (``tests/disk_loss_primer_short.py``) loses them, under the same fault and seeds.
+too few (the mutant ``primer-one-copy-short``) loses them, under the same fault and seeds.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from lab.backends.primer.driver import PrimerBackend
 from lab.faults import Cast, parse_fault
 from lab.live import LiveWorld
 from lab.live.disk import destroy, durable_ledger_path, fsync_delay_path
+from lab.mutants import plant
 from lab.phases import fault_events
 from lab.record import read_samples
 from lab.runner import run
@@ -27,8 +28,6 @@ from lab.verdict import ALLOWED, INVALID, VALID
 from lab.workload import parse_workload
 from models.network import LatencyModel
 from models.world import SimConfig, SimWorld
-from tests.broken import disk_loss_primer_short
-from tests.broken import register as register_broken
 
 MS = 1_000_000
 
@@ -170,11 +169,10 @@ def test_primer_with_files_and_two_copies_loses_nothing_when_one_disk_is_destroy
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_a_put_acknowledged_one_copy_short_loses_messages_to_the_same_disk_loss(tmp_path, primers, monkeypatch,
-                                                                                seed):
-    broken = register_broken(monkeypatch, disk_loss_primer_short)
-    result = run(_workload(), broken, "sim", seed=seed, out=tmp_path / "r", progress=False,
-                 options={"persistence": "aof"})
+def test_a_put_acknowledged_one_copy_short_loses_messages_to_the_same_disk_loss(tmp_path, primers, seed):
+    with plant("primer-one-copy-short"):
+        result = run(_workload(), "primer", "sim", seed=seed, out=tmp_path / "r", progress=False,
+                     options={"persistence": "aof"})
     v = result.verdict
     [start, _] = fault_events(read_samples(result.run_dir))
     [lost_disk] = start.nodes

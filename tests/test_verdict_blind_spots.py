@@ -21,24 +21,23 @@ import pytest
 
 from lab.backends.cassieq.core import queue_data
 from lab.backends.ideal import core as ideal_core
+from lab.mutants import plant
 from lab.runner import run
 from lab.verdict import INVALID, VALID
 from lab.workload import load_workload, parse_workload
-from tests.broken import disk_loss_primer_short
-from tests.broken import register as register_broken
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "lab" / "scenarios"
 WORKLOADS = Path(__file__).resolve().parent.parent / "lab" / "workloads"
 
 
 @pytest.mark.parametrize("seed", [1, 2])
-def test_a_put_one_copy_short_loses_to_one_crash_and_is_invalid_where_primer_is_not(tmp_path, monkeypatch, seed):
+def test_a_put_one_copy_short_loses_to_one_crash_and_is_invalid_where_primer_is_not(tmp_path, seed):
     # crash-one with the consumers held back, so that a backlog sits on the nodes when one crashes
     workload = dataclasses.replace(load_workload(SCENARIOS / "crash-one.yaml"), consumer_delay=2.6)
     primer = run(workload, "primer", "sim", seed=seed, out=tmp_path / "primer", progress=False).verdict
     assert primer.verdict != INVALID and primer.lost == 0, primer.line()
-    short = run(workload, register_broken(monkeypatch, disk_loss_primer_short), "sim", seed=seed, out=tmp_path / "short",
-                progress=False).verdict
+    with plant("primer-one-copy-short"):  # the same design and options, its put one copy short
+        short = run(workload, "primer", "sim", seed=seed, out=tmp_path / "short", progress=False).verdict
     # before: "lost N acknowledged messages under crash: allowed, persistence=off ..." for any crash
     assert short.lost > 0 and short.verdict == INVALID, short.line()
     assert f"lost {short.lost} acknowledged messages that no fault explains (the run's faults: crash)" in short.reason
