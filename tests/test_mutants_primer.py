@@ -1,0 +1,77 @@
+"""Primer's planted bugs (``lab/mutants/primer.py``): each is caught by its first scenario at
+seed 1 — the verdict invalid, its reason naming the broken promise — while the unmutated
+design on the same run raises no alarm; and each buggy copy is still the real code it
+replaces but for its mistake, so a change to Primer cannot leave a mutant testing old code."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import inspect
+import textwrap
+
+import pytest
+
+from lab.backends.primer.core.queues import Queues
+from lab.backends.primer.core.replica import Replica
+from lab.mutants import catalogue, plant
+from lab.mutants import primer as primer_mutants
+from lab.runner import run
+from lab.verdict import INVALID
+from lab.workload import load_workload
+
+LOST = "acknowledged messages that no fault explains"
+DUPLICATED = "duplicate deliveries that no lease, release or fault explains"
+#: what each mutant's catching run must say, and what the unmutated run may not say
+CAUGHT = {
+    "primer-one-copy-short": LOST,
+    "primer-ack-before-fsync": LOST,
+    "primer-claims-its-own-copy": DUPLICATED,
+}
+PROMISE = {LOST: "promises no loss of an acknowledged message but under a fault that could have hurt it",
+           DUPLICATED: "promises at-least-once: a delivery comes again only after its lease of 5 s expires"}
+
+
+def test_primer_has_the_mutants_this_file_checks():
+    assert {name for name, m in catalogue(["primer"]).items()} == set(CAUGHT)
+
+
+@pytest.mark.parametrize("name", sorted(CAUGHT))
+def test_the_first_scenario_at_seed_1_catches_the_mutant_and_not_the_design(tmp_path, name):
+    with plant(name) as m:
+        workload, options = load_workload(m.scenarios[0]), dict(m.options)
+        broken = run(workload, "primer", "sim", seed=1, out=tmp_path / "mutant", progress=False, options=options)
+    v = broken.verdict
+    assert v.verdict == INVALID and CAUGHT[name] in v.reason and PROMISE[CAUGHT[name]] in v.reason, v.line()
+    control = run(workload, "primer", "sim", seed=1, out=tmp_path / "control", progress=False, options=options)
+    c = control.verdict
+    assert c.verdict != INVALID and c.lost == 0 and CAUGHT[name] not in c.reason, c.line()
+
+
+def _statements(function) -> list[str]:
+    """The function's body as code lines, without its docstring and comments."""
+    [node] = ast.parse(textwrap.dedent(inspect.getsource(function))).body
+    body = node.body[1:] if isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant) \
+        else node.body
+    return "\n".join(ast.unparse(statement) for statement in body).splitlines()
+
+
+@pytest.mark.parametrize("original, copy, mistake", [
+    (Queues._put, primer_mutants._put_one_copy_short,
+     (["-copy = Copy(queue, message_id, self.name, seq, self.rt.now_ns(), (self.name, *peers[:w - 1]), payload)"],
+      ["+copy = Copy(queue, message_id, self.name, seq, self.rt.now_ns(), (self.name, *peers[:max(0, w - 2)]), "
+       "payload)"])),
+    (Queues._try_get, primer_mutants._try_get_claiming_locally,
+     (["-    for replica in added.replicas:"],
+      ["+    mine_first = sorted(added.replicas, key=lambda r: r != self.name)", "+    for replica in mine_first:"])),
+    (Replica.settle, primer_mutants._settle_in_background,
+     (["-        await pending"],
+      ["+        self.rt.spawn(_finish(pending), name=f'{self.name} aof fsync {queue}')"])),
+])
+def test_each_buggy_copy_differs_from_the_real_code_by_its_mistake_only(original, copy, mistake):
+    """A mutant that copies a method must follow it: when this fails, Primer's code changed
+    under the mutant — copy the new method again and plant the same mistake in it."""
+    diff = [line for line in difflib.unified_diff(_statements(original), _statements(copy), lineterm="", n=0)
+            if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    removed, added = mistake
+    assert diff == removed + added, diff
