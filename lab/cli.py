@@ -718,15 +718,22 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from lab import interrupt
+
     args = _parser().parse_args(argv)
+    previous = interrupt.install()  # SIGTERM (a script's or CI's `kill`) stops a command as Ctrl-C does
     try:
         return COMMANDS.get(args.command, cmd_design_tool)(args)
     except USER_ERRORS as e:
         print(f"lab: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        interrupt.restore(previous, ignore=True)
+        interrupt.reap_descendants()  # what the command's own clean-up missed: no process outlives it
         print("lab: interrupted", file=sys.stderr)
-        return 130
+        return interrupt.EXIT_CODE
+    finally:
+        interrupt.restore(previous)  # main may run inside another program (the tests)
 
 
 if __name__ == "__main__":

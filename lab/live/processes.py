@@ -179,12 +179,19 @@ class ServerProcess:
             os.kill(self.proc.pid, signal.SIGCONT)
         self.paused = False
 
-    def stop(self, sig: int = signal.SIGTERM) -> str:
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = STOP_TIMEOUT) -> str:
         """Stop the server (SIGTERM: it closes its files cleanly); what it wrote to stderr
-        since it started. A server that does not stop in time is killed."""
+        since it started. A server that does not stop within ``timeout`` seconds is killed."""
         if self.proc is not None:
-            self._reap(sig)
+            self._reap(sig, timeout)
         return self.log()
+
+    def signal_stop(self) -> None:
+        """SIGTERM without waiting (``stop`` waits): several servers stop side by side."""
+        if self.running:
+            self.proc.send_signal(signal.SIGTERM)
+            if self.paused:
+                os.kill(self.proc.pid, signal.SIGCONT)
 
     def kill(self) -> str:
         """kill -9: no clean-up, no fsync."""
@@ -199,14 +206,14 @@ class ServerProcess:
                                f"destroying its disk")
         return destroy(self.data_dir)
 
-    def _reap(self, sig: int) -> None:
+    def _reap(self, sig: int, timeout: float = STOP_TIMEOUT) -> None:
         proc = self.proc
         if proc.poll() is None:
             proc.send_signal(sig)
             if self.paused and sig != signal.SIGKILL:
                 os.kill(proc.pid, signal.SIGCONT)  # a stopped process acts on SIGTERM only once it runs
             try:
-                proc.wait(timeout=STOP_TIMEOUT)
+                proc.wait(timeout=max(0.0, timeout))
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()

@@ -92,7 +92,8 @@ class LiveRuntime:
         if event.is_set():
             return True
         try:
-            await asyncio.wait_for(event.wait(), timeout)
+            async with asyncio.timeout(timeout):  # not wait_for: it may swallow a cancel (3.11)
+                await event.wait()
             return True
         except asyncio.TimeoutError:
             return False

@@ -237,7 +237,11 @@ class LiveConnection:
             except ValueError as e:  # no such port in the address book
                 raise Unreachable(f"cannot connect to {self.name}: {e}") from None
             try:
-                _, protocol = await asyncio.wait_for(loop.create_connection(_Reply, host, port), timeout)
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancel that lands
+                # as the connection fails (a refused one fails at once), and an interrupted run's
+                # clients would go on against servers already stopped
+                async with asyncio.timeout(timeout):
+                    _, protocol = await loop.create_connection(_Reply, host, port)
             except (OSError, asyncio.TimeoutError) as e:
                 raise Unreachable(f"cannot connect to {self.name}: {e or 'no answer'}") from None
             self._protocol = protocol

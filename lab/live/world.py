@@ -27,7 +27,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Sequence, TypeVar
 
 from lab.live.disk import fsync_delay_path, power_cut
-from lab.live.processes import RESTART_TRIES, ServerProcess
+from lab.live.processes import RESTART_TRIES, STOP_TIMEOUT, ServerProcess
 from lab.live.proxy import LiveLinks
 from lab.live.runtime import LiveRuntime
 from lab.live.slowdown import injected
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+INTERRUPT_GRACE = 2.0  # seconds an interrupted run's servers have to stop on SIGTERM before kill -9
 
 
 class LiveWorld:
@@ -281,23 +282,38 @@ class LiveWorld:
     def is_up(self, node: str) -> bool:
         return self._crashes.get(node, 0) == 0
 
-    def stop_processes(self) -> None:
-        """Stop every server process (SIGTERM, then kill); the run's end, however it ends."""
+    def stop_processes(self, timeout: float = STOP_TIMEOUT) -> None:
+        """Stop every server process, all at once (SIGTERM; kill -9 for one still there after
+        ``timeout`` seconds); the run's end, however it ends."""
         for task in self._starting:
             task.cancel()
         for proc in self.processes.values():
-            if proc.running:
-                proc.stop()
+            proc.signal_stop()
+        deadline = time.monotonic() + timeout
+        for proc in self.processes.values():
+            if proc.proc is not None:
+                proc.stop(timeout=deadline - time.monotonic())
 
     def run(self, main: Callable[[LiveRuntime], Awaitable[T]]) -> T:
         return _run_event_loop(self._main(main))
 
     async def _main(self, main: Callable[[LiveRuntime], Awaitable[T]]) -> T:
         control = self.node("control")
+        interrupted = True  # until main returns or raises an error of its own
         try:
-            return await main(control)
+            result = await main(control)
+            interrupted = False
+            return result
+        except Exception:
+            interrupted = False
+            raise
         finally:
-            self.stop_processes()  # before the temporary root goes: their data dirs are in it
+            if interrupted:  # Ctrl-C, SIGTERM or a cancel: clients stop first, so none spins against
+                for rt in list(self.nodes.values()):  # a stopped server, and the servers get no
+                    for task in list(rt._tasks):  # more than the interrupt's grace to stop
+                        task.cancel()
+            self.stop_processes(INTERRUPT_GRACE if interrupted else STOP_TIMEOUT)  # before the temporary
+            # root goes: their data dirs are in it
             await self.links.close()
             for rt in list(self.nodes.values()):
                 await rt.close()
