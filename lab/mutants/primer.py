@@ -2,12 +2,14 @@
 (``core/replica.py``) with one mistake each.
 
 Primer promises that a message survives until all W of its replicas lose their copies (a
-crash without files, a destroyed disk with ``persistence=aof``), and at-least-once delivery
-in which a message comes again only after its lease expires, a release or a fault. Each
-mutant breaks one of those in the code every node runs (the sim world's nodes and the live
-world's ``lab serve primer`` processes alike): the put that picks a message's replicas, the
-settle that makes a replica's copy durable before it answers, and the claim that leases a
-message at one replica so that no other consumer gets it meanwhile.
+crash without files, a destroyed disk with ``persistence=aof``), at-least-once delivery in
+which a message comes again only after its lease expires, a release or a fault, and
+at-most-once gets that never deliver a message twice. Each mutant breaks one of those in
+the code every node runs (the sim world's nodes and the live world's ``lab serve primer``
+processes alike): the put that picks a message's replicas, the settle that makes a
+replica's copy durable before it answers, the claim that leases a message at one replica
+so that no other consumer gets it meanwhile, and the at-most-once claim that deletes a
+message from every copy as it is read.
 """
 
 from __future__ import annotations
@@ -98,6 +100,21 @@ async def _try_get_claiming_locally(self: Queues, queue: str, at_most_once: bool
     return None
 
 
+def _claim_deleting_one_copy(self: Replica, claim: Claim) -> Any:
+    """``Replica.on_claim`` whose at-most-once branch deletes the message where it is read
+    (``self.drop``) instead of broadcasting its ``Acked``: the other replicas keep their
+    copies and every node's index keeps the message, so it is served again from another
+    copy."""
+    if claim.at_most_once:
+        held = self.held.get(claim.queue, {}).get(claim.id)
+        if held is not None and held.lease_until <= self.rt.now():
+            self.drop(claim.queue, claim.id)  # the bug: this copy only, and no Acked broadcast
+            return Granted(held.copy.payload, None, 0.0)
+    return _ON_CLAIM(self, claim)
+
+
+_ON_CLAIM = Replica.on_claim
+
 MUTANTS = [
     Mutant("primer-one-copy-short", "primer", "no loss of an acknowledged put while one of its W replicas "
                                                "keeps its disk",
@@ -113,4 +130,8 @@ MUTANTS = [
            "a get on a replica claims its own copy first, not the message's first up replica: two leases at once",
            (Patch(Queues, "_try_get", _try_get_claiming_locally),),
            scenarios=("crash-one", "burst-reliable")),
+    Mutant("primer-get-keeps-a-copy", "primer", "at-most-once: no duplicate delivery",
+           "an at-most-once get deletes the copy it read and tells neither the other replicas nor the index",
+           (Patch(Replica, "on_claim", _claim_deleting_one_copy),),
+           scenarios=("steady",)),  # the one at-most-once workload: every scenario reads reliably
 ]
