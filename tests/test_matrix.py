@@ -11,12 +11,11 @@ import pytest
 
 from lab.cli import main
 from lab.matrix import run_matrix
+from lab.mutants import plant
 from lab.phases import fault_text
 from lab.record import Recorder
 from lab.recovery import time_to_recover
 from lab.verdict import ALLOWED, VALID
-from tests.broken import ack_early_queuefka
-from tests.broken import register as register_broken
 
 MS = 1_000_000
 
@@ -107,20 +106,21 @@ def test_bad_matrix_arguments_are_one_line_errors(tmp_path, capsys, argv, words)
     assert not (tmp_path / "m").exists()
 
 
-def test_lab_matrix_exits_1_when_a_cell_is_invalid_and_0_when_every_cell_is_valid_or_allowed(tmp_path, monkeypatch,
-                                                                                            capsys):
-    """A script or CI gates on the exit status. The broken design (``tests/ack_early_queuefka``,
-    registered for this test only; the matrix's workers are forked, so they see it) loses an
-    acknowledged put under seed 1's crash: its cell is INVALID. The ideal queue loses its
-    backlog under the same crash, as its promises allow: ALLOWED does not fail the matrix."""
-    broken = register_broken(monkeypatch, ack_early_queuefka)
+def test_lab_matrix_exits_1_when_a_cell_is_invalid_and_0_when_every_cell_is_valid_or_allowed(tmp_path, capsys):
+    """A script or CI gates on the exit status. Queuefka with the mutant
+    ``queuefka-ack-before-fsync`` planted (for this matrix only; its workers are forked, so
+    they run it too) loses an acknowledged put under seed 1's crash: its cell is INVALID. The
+    ideal queue loses its backlog under the same crash, as its promises allow: ALLOWED does
+    not fail the matrix."""
     sets = tmp_path / "sets.yaml"
-    sets.write_text(f"{broken}: [{{fsync: always}}]\nideal: [{{}}]\n")
+    sets.write_text("queuefka: [{fsync: always}]\nideal: [{}]\n")
     common = ["matrix", "--scenarios", "ack-before-durable-crash", "--seeds", "1", "--jobs", "2", "--no-progress"]
-    assert main([*common, "--backends", f"ideal,{broken}", "--option-sets", str(sets), "--out", str(tmp_path / "m1")]) == 1
+    with plant("queuefka-ack-before-fsync"):
+        assert main([*common, "--backends", "ideal,queuefka", "--option-sets", str(sets),
+                     "--out", str(tmp_path / "m1")]) == 1
     out = capsys.readouterr().out
     invalid = [line for line in out.splitlines() if line.startswith("INVALID: ")]
-    assert len(invalid) == 1 and invalid[0].startswith(f"INVALID: {broken} fsync=always under ack-before-durable-crash: "
+    assert len(invalid) == 1 and invalid[0].startswith("INVALID: queuefka fsync=always under ack-before-durable-crash: "
                                                       "lost "), out
     assert "acknowledged message" in invalid[0]
     assert main([*common, "--backends", "ideal", "--out", str(tmp_path / "m2")]) == 0

@@ -1,0 +1,36 @@
+"""Queuefka's mutants (``lab/mutants/queuefka.py``) are caught where the hunt looks first:
+each one's first scenario at seed 1 is INVALID with the broken promise in the reason, and
+the same run of the unmutated design is not (no false alarm)."""
+
+from __future__ import annotations
+
+import pytest
+
+from lab.mutants import catalogue, plant
+from lab.runner import run
+from lab.verdict import INVALID
+from lab.workload import load_workload
+
+MUTANTS = catalogue(["queuefka"])
+
+
+def test_queuefka_has_its_three_kinds_of_mutant():
+    assert set(MUTANTS) == {"queuefka-ack-before-fsync", "queuefka-commits-the-whole-fetch",
+                            "queuefka-commit-passes-other-leases"}
+    assert all(m.options == {"fsync": "always"} and m.scenarios for m in MUTANTS.values())
+
+
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_the_first_scenario_at_seed_1_catches_the_mutant_and_not_the_design(name, tmp_path):
+    mutant = MUTANTS[name]
+    workload = load_workload(mutant.scenarios[0])
+    with plant(name):
+        caught = run(workload, "queuefka", "sim", seed=1, out=tmp_path / "mutant", progress=False,
+                     options=dict(mutant.options)).verdict
+    assert caught.verdict == INVALID, caught.line()
+    # every Queuefka mutant loses acknowledged puts that no fault explains, under fsync=always
+    assert caught.lost > 0 and "lost" in caught.reason and "acknowledged message" in caught.reason, caught.line()
+    assert "queuefka with fsync=always, reliable acks promises no loss" in caught.reason, caught.line()
+    control = run(workload, "queuefka", "sim", seed=1, out=tmp_path / "control", progress=False,
+                  options=dict(mutant.options)).verdict
+    assert control.verdict != INVALID and control.lost == 0, control.line()
