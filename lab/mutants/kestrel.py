@@ -4,18 +4,22 @@ Kestrel with ``syncJournal=always`` promises that a crash loses no acknowledged 
 set's reply waits for the journal's fsync, and so does a read's), at-least-once delivery
 with reliable reads (``get q/open`` then ``get q/close``: an item comes again only when its
 reader aborts it or its connection closes, or after a fault), and FIFO per queue. Each
-mutant breaks one of those in the real code path: the set's handler, the close of a
-reliable read, the journal's record of that close, the bookkeeping of open reads.
+mutant breaks one of those in the real code path: the set's handler, the journal's record
+of a reliable read's close, the bookkeeping of open reads, the switch to read-behind (the
+items past ``maxMemorySize`` read back from the journal).
 """
 
 from __future__ import annotations
 
+from lab.backends.kestrel.core.journal import Item
 from lab.backends.kestrel.core.queue import KestrelQueue
 from lab.backends.kestrel.wire.memcache import MemcacheHandler, Send
 from lab.backends.kestrel.wire.protocol import MemcacheRequest, java_int, memcache_line
 from lab.mutants import Mutant, Patch
 
 DURABLE = {"syncJournal": "always"}  # the promise of no loss under a crash: the options every mutant runs with
+#: and a queue that keeps 2 KiB in memory: a backlog of some twenty small puts reads behind, from the journal
+SMALL_MEMORY = {**DURABLE, "maxMemorySize": 2048}
 
 
 async def _set_replying_before_the_fsync(self: MemcacheHandler, request: MemcacheRequest, send: Send) -> bool:
@@ -81,13 +85,26 @@ def _remove_with_a_deadline_always(self: KestrelQueue, transaction: bool = False
     return xid, item
 
 
+def _append_entering_read_behind_one_late(self: KestrelQueue, item: Item, replaying: bool = False) -> None:
+    """``_append``, with the switch to read-behind made after the item that fills memory is
+    kept there, not before: the journal cursor starts at the end of the journal, before that
+    item's own record (``add`` journals it after ``_append``), so read-behind reads it again."""
+    self.length += 1
+    self.bytes += len(item.data)
+    if self.read_behind is None:
+        self.memory.append(item)
+        self.mem_bytes += len(item.data)
+        if self.mem_bytes >= self.config.max_memory_size and self.journal is not None and not replaying:
+            self.read_behind = self.journal.cursor_at_end()  # the bug: one record too early
+
+
 MUTANTS = [
     Mutant("kestrel-reply-then-sync", "kestrel", "no loss of an acknowledged put under a crash",
            "set writes its STORED reply, then awaits the journal's fsync (two steps of one handler, swapped)",
            (Patch(MemcacheHandler, "cmd_set", _set_replying_before_the_fsync),), options=DURABLE,
            scenarios=("crash-slow-disk", "crash", "ack-before-durable-crash")),
     Mutant("kestrel-confirm-journals-a-remove", "kestrel",
-           "no loss of an acknowledged put, and no redelivery of a closed read, under a crash",
+           "no redelivery of a closed read, nor loss of a queued put, across a crash",
            "the close of a reliable read is journalled as REMOVE (the head's removal), not CONFIRM_REMOVE xid",
            (Patch(KestrelQueue, "confirm_remove", _confirm_journalled_as_a_remove),), options=DURABLE,
            scenarios=("crash-all", "crash", "crash-one")),
@@ -96,4 +113,9 @@ MUTANTS = [
            "an open read's deadline is recorded with a missing openTransactionTimeout read as zero",
            (Patch(KestrelQueue, "remove", _remove_with_a_deadline_always),), options=DURABLE,
            scenarios=("burst-reliable",)),
+    Mutant("kestrel-read-behind-rereads", "kestrel", "no duplicate and no loss with no fault to explain them",
+           "the switch to read-behind (a backlog past maxMemorySize) puts the journal cursor before the item "
+           "that filled memory: that item is delivered twice, and the queue's last one is stranded",
+           (Patch(KestrelQueue, "_append", _append_entering_read_behind_one_late),), options=SMALL_MEMORY,
+           scenarios=("crash-all", "burst-reliable", "crash")),
 ]
