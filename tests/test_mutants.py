@@ -135,3 +135,14 @@ def test_a_mistake_in_the_command_is_one_line_and_writes_nothing(tmp_path, capsy
     assert main(["mutants", *argv, "--no-progress", "--out", str(out)]) == 2
     assert message in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_scenario_whose_fault_start_is_a_range_becomes_the_time_its_seed_draws():
+    from lab.mutants.hunt import scenario_mapping
+
+    for seed in (1, 2):
+        drawn = load_workload("crash-one").with_seed(seed).faults[0].at
+        (entry,) = scenario_mapping("crash-one", seed)["faults"]
+        assert entry["at"] == drawn and isinstance(drawn, float)
+        assert parse_workload(scenario_mapping("crash-one", seed)).with_seed(seed).faults == \
+            load_workload("crash-one").with_seed(seed).faults

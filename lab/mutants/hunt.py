@@ -134,9 +134,8 @@ def trials(m: Mutant, seeds: int, world: str) -> Iterator[Trial]:
     base load with no fault, then ``seeds`` swarm seeds. Drawn lazily: a mutant caught at
     once never draws a swarm schedule."""
     for scenario in m.scenarios:
-        data = scenario_mapping(scenario)
         for seed in range(1, seeds + 1):
-            yield Trial(f"{scenario} seed {seed}", data, seed)
+            yield Trial(f"{scenario} seed {seed}", scenario_mapping(scenario, seed), seed)
     base = base_workload(None)
     yield Trial("base seed 1", {**base, "seed": 1}, 1)  # the swarm's load with no fault: a bug that needs none
     window, kinds = load_window(base), world_kinds(world)
@@ -145,10 +144,15 @@ def trials(m: Mutant, seeds: int, world: str) -> Iterator[Trial]:
         yield Trial(f"swarm seed {seed}", seed_workload(base, seed, draw_schedule(seed, window, kinds, cast)), seed)
 
 
-def scenario_mapping(name: str) -> dict[str, Any]:
-    """A scenario or standard workload (by name or path) as the mapping a run is made from."""
+def scenario_mapping(name: str, seed: int) -> dict[str, Any]:
+    """A scenario or standard workload (by name or path) as the mapping a run at ``seed`` is
+    made from: a fault whose start is a range at the time that seed draws (the same run,
+    row for row; and a fixed time is what the shrinker halves and the table shows)."""
     workload = load_workload(name)
-    return yaml.safe_load(Path(workload.source).read_text(encoding="utf-8"))
+    data = yaml.safe_load(Path(workload.source).read_text(encoding="utf-8"))
+    for entry, fault in zip(data.get("faults") or [], workload.with_seed(seed).faults):
+        entry["at"] = fault.at
+    return data
 
 
 def run_planted(name: str | None, workload: dict[str, Any], design: str, options: dict[str, Any], seed: int,
