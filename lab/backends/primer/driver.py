@@ -21,6 +21,7 @@ from urllib.parse import quote
 
 from lab.backends import Backend, BadOption, Delivery, QueueClient, Rejected
 from lab.backends.options import TIMEOUT, Option, choice, number, whole
+from lab.backends.primer.core.config import HEARTBEAT_S, SUSPECT_AFTER_S
 from lab.runtime import Boot, Connection, Runtime
 from lab.verdict import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, DISK_LOSS, HOLDERS, NO_ORDER, Allowance,
                          Promises)
@@ -108,6 +109,9 @@ class PrimerBackend(Backend):
                "before a copy counts)", choice("off", "aof"), "off"),
         Option("lease", "seconds an at-least-once get leases a message for", "a number of seconds > 0",
                number(0.0), 5.0),
+        Option("suspect_after", f"the failure detector: seconds without a beat from a peer (one every "
+               f"{HEARTBEAT_S:g} s) before a node counts it as down and puts skip it",
+               f"a number of seconds > {HEARTBEAT_S:g}", number(HEARTBEAT_S), SUSPECT_AFTER_S),
     )
 
     @classmethod
@@ -158,7 +162,7 @@ class PrimerBackend(Backend):
         o = self.options
         return NodeConfig(node, tuple(n for n in self.nodes if n != node), replicas=o["replicas"],
                           replication=o["replication"], persistence=o["persistence"], timeout=o["timeout"],
-                          lease=o["lease"])
+                          lease=o["lease"], suspect_after=o["suspect_after"])
 
     def boot(self, node: str) -> Boot:
         config = self._config(node)
@@ -175,7 +179,8 @@ class PrimerBackend(Backend):
         peers = ",".join(f"{peer}={reach(peer, 'peer')}" for peer in self.nodes if peer != node)
         return ["--node", node, *(["--peers", peers] if peers else []), "--replicas", str(o["replicas"]),
                 "--replication", o["replication"], "--persistence", o["persistence"],
-                "--timeout", repr(o["timeout"]), "--lease", repr(o["lease"])]
+                "--timeout", repr(o["timeout"]), "--lease", repr(o["lease"]),
+                "--suspect-after", repr(o["suspect_after"])]
 
     def client(self, rt: Runtime, reliable: bool) -> QueueClient:
         return PrimerClient(rt, [rt.net.connect(node, "http") for node in self.nodes], reliable, self.options["timeout"])

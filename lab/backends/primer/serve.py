@@ -39,6 +39,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lease", type=float, default=5.0,
                    help="seconds an at-least-once get leases a message for (default 5)")
     p.add_argument("--rules", type=Path, help="a routing rules file (the mapping DSL) applied to every put")
+    from lab.backends.primer.core.config import SUSPECT_AFTER_S
+
+    p.add_argument("--suspect-after", type=float, default=SUSPECT_AFTER_S,
+                   help=f"seconds without a beat from a peer before it counts as down (default {SUSPECT_AFTER_S:g})")
 
 
 def parse_peers(text: str, node: str) -> dict[str, tuple[str, int]]:
@@ -93,7 +97,8 @@ def node_config(args: argparse.Namespace) -> tuple[Any, dict[str, tuple[str, int
     peers = parse_peers(args.peers, args.node)
     try:
         config = NodeConfig(args.node, peers=tuple(peers), replicas=args.replicas, replication=args.replication,
-                            persistence=args.persistence, timeout=args.timeout, lease=args.lease)
+                            persistence=args.persistence, timeout=args.timeout, lease=args.lease,
+                            suspect_after=args.suspect_after)
     except PrimerError as e:  # a bad node name
         raise ValueError(f"--node: {e}") from None
     return config, peers

@@ -191,10 +191,12 @@ class PrimerNode:
     # ------------------------------------------------------------------ the node
     def cluster(self) -> dict[str, Any]:
         """The node's view, for ``GET /cluster``: ``{"node", "members": [{"name", "state",
-        "last_seen_s"}], "queues": {name: backlog}, "logs": {name: {...}}, "routes": [...]}``;
-        a member's state is ``self``, ``up`` or ``down``."""
+        "last_seen_s", "longest_silence_s", "suspicions"}], "queues": {name: backlog}, "logs":
+        {name: {...}}, "routes": [...]}``; a member's state is ``self``, ``up`` or ``down``
+        (``suspect_after``: the failure detector's timeout)."""
         return {"node": self.name, "replicas": self.config.replicas, "replication": self.config.replication,
-                "persistence": self.config.persistence, "members": self.membership.view(),
+                "persistence": self.config.persistence, "suspect_after": self.config.suspect_after,
+                "members": self.membership.view(),
                 "queues": {q: self.queues.backlog(q) for q in self.queues.queue_names()},
                 "logs": self.logs.view(),
                 "routes": [getattr(rule, "text", str(rule)) for rule in getattr(self.routes, "rules", [])],
