@@ -121,12 +121,8 @@ def descendants(pid: int | None = None) -> list[int]:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        done, _ = os.waitpid(pid, os.WNOHANG)  # a child of ours: reap it if it has ended
-        if done:
-            return False
-    except ChildProcessError:
-        pass  # not our child: its own parent (or init) reaps it
+    """Running (a zombie has ended). Never waited for here: the exit status belongs to whoever
+    started the process (a Popen, a pool), which would otherwise think it still runs."""
     found = _ppid_and_state(pid)
     return found is not None and found[1] != "Z"
 
@@ -138,20 +134,27 @@ def _signal(pid: int, sig: int) -> None:
         pass
 
 
+def _ignores_sigterm(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    mask = next((line.split()[1] for line in status.splitlines() if line.startswith("SigIgn:")), "0")
+    return bool(int(mask, 16) >> (signal.SIGTERM - 1) & 1)
+
+
 def reap(pids: Iterable[int], grace: float = GRACE) -> list[int]:
     """SIGTERM (and SIGCONT, for a paused one) each of ``pids``, kill -9 those still there after
-    ``grace`` seconds; the pids that had to be killed."""
+    ``grace`` seconds (at once, one that ignores SIGTERM); the pids that had to be killed."""
     pids = [pid for pid in pids if _alive(pid)]
     for pid in pids:
-        _signal(pid, signal.SIGTERM)
+        _signal(pid, signal.SIGKILL if _ignores_sigterm(pid) else signal.SIGTERM)
         _signal(pid, signal.SIGCONT)
     deadline = time.monotonic() + grace
     while (pids := [pid for pid in pids if _alive(pid)]) and time.monotonic() < deadline:
         time.sleep(0.02)
     for pid in pids:
         _signal(pid, signal.SIGKILL)
-    for pid in pids:
-        _alive(pid)  # reap our own children among them
     return pids
 
 
@@ -162,7 +165,29 @@ def reap_descendants(grace: float = GRACE) -> list[int]:
     ends first are not lost to init."""
     if not sys.platform.startswith("linux"):
         return []
-    return reap(descendants(), grace)
+    tree = descendants()
+    _release_multiprocessing_helpers()
+    return reap(tree, grace)
+
+
+def _release_multiprocessing_helpers() -> None:
+    """Close our end of the pipes that keep multiprocessing's forkserver and resource tracker
+    alive: they then end on their own, cleanly (both ignore SIGTERM, and the tracker unlinks
+    what it tracks). Not waited for here: ``reap`` does, with its grace."""
+    helpers = (("multiprocessing.forkserver", "_forkserver", "_forkserver_alive_fd"),
+               ("multiprocessing.resource_tracker", "_resource_tracker", "_fd"))
+    for module, name, fd_attribute in helpers:
+        helper = getattr(sys.modules.get(module), name, None)
+        fd = getattr(helper, fd_attribute, None)
+        if fd is None:
+            continue
+        setattr(helper, fd_attribute, None)
+        if module.endswith("forkserver"):
+            helper._forkserver_pid = None  # reap waits for it, not the forkserver's own _stop
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 # ----------------------------------------------------------------------------- process pools
@@ -180,6 +205,13 @@ def worker_init(then: Callable[[], None] | None = None) -> None:
         die_with_parent()()  # PR_SET_PDEATHSIG: SIGKILL when the parent ends
         if os.getppid() != parent:  # it ended before the signal was set
             os._exit(EXIT_CODE)
+        # A forkserver's child inherits the pipe end whose closing tells the forkserver that the lab
+        # has ended; held here, the forkserver (our parent) would outlive a killed lab, and so would
+        # we. This worker starts no process through the forkserver: let the lab's end reach it.
+        forkserver = getattr(sys.modules.get("multiprocessing.forkserver"), "_forkserver", None)
+        if getattr(forkserver, "_forkserver_alive_fd", None) is not None:
+            fd, forkserver._forkserver_alive_fd = forkserver._forkserver_alive_fd, None
+            os.close(fd)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _worker_signal)
     if then is not None:

@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from lab import interrupt
 from lab.backends import REGISTRY, backend_class
 from lab.paths import runs_dir
 from lab.summary import format_ns
@@ -157,19 +158,26 @@ def run_matrix(backends: Iterable[str] | None = None, scenarios: Iterable[str] |
          f"= {len(work)} runs in the {WORLD} world, {jobs} at a time; folder {directory}")
     results: dict[Cell, list[SeedRun]] = {cell: [] for cell in cells}
     bar = _bar(len(work), progress)
-    with ProcessPoolExecutor(max_workers=jobs, initializer=_quiet) as pool:
-        futures = {pool.submit(_run_one, workloads[cell.scenario], cell.backend, dict(cell.options), seed,
-                               directory / _folder(cell, seed)): cell for cell, seed in work}
-        try:
-            for future in as_completed(futures):
-                results[futures[future]].append(future.result())
-                bar.update(1)
-        except BaseException:
-            for pending in futures:
-                pending.cancel()
-            raise
-        finally:
-            bar.close()
+    # interrupt.worker_init: a worker dies with the lab, and a signal ends its run cleanly, then it
+    pool = ProcessPoolExecutor(max_workers=jobs, initializer=interrupt.worker_init, initargs=(_quiet,))
+    completed = interrupted = False
+    try:
+        futures = {pool.submit(interrupt.worker_call, _run_one, workloads[cell.scenario], cell.backend,
+                               dict(cell.options), seed, directory / _folder(cell, seed)): cell
+                   for cell, seed in work}
+        for future in as_completed(futures):
+            results[futures[future]].append(future.result())
+            bar.update(1)
+        completed = True
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
+    finally:
+        bar.close()
+        interrupt.stop_pool(pool, interrupted=not completed)  # Ctrl-C, SIGTERM: runs in flight cut short
+        if interrupted:  # after the pool: its workers have removed the run folders they had begun
+            interrupt.mark_interrupted(directory, "matrix", runs_done=sum(map(len, results.values())),
+                                       runs_planned=len(work))
     matrix = Matrix(directory, {cell: sorted(runs, key=lambda r: r.seed) for cell, runs in results.items()})
     echo("  aggregating with Spark ...")
     latencies = _latencies(matrix)

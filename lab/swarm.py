@@ -51,7 +51,7 @@ from typing import Any, Callable, Generator, Iterable, Mapping, Sequence, TextIO
 
 import yaml
 
-from lab import faults
+from lab import faults, interrupt
 from lab.backends import backend_class
 from lab.faults import ROLE_TARGETS, SHAPES, SIDED_SHAPES, Cast, FieldError, draw_time, parse_fault
 from lab.paths import BadRunDir, runs_dir
@@ -315,7 +315,7 @@ def in_worker(fn: Callable[..., Any], *args: Any) -> Any:
     """``fn(*args)``, as every job of the swarm runs in a worker: what it raises (whatever
     its class) comes back as a ``WorkerError``, never as the exception itself."""
     try:
-        return fn(*args)
+        return interrupt.worker_call(fn, *args)  # interrupted, a worker ends once fn has cleaned up
     except BaseException as e:  # noqa: BLE001 (all of it crosses back as text)
         if isinstance(e, KeyboardInterrupt):
             raise
@@ -556,14 +556,23 @@ def swarm(backend: str, seeds: Sequence[int], *, budget: float | None = None, jo
     executor: Executor = _InProcess() if jobs == 1 else _pool(jobs)
     runs: list[SeedRun] = []
     findings: list[Finding] = []
+    completed = interrupted = False
     try:
         stopped = _search(executor, jobs, schedules, backend, options, directory, deadline, progress, echo,
                           runs, findings)
         if shrink and findings:
             stopped |= _shrink_all(executor, jobs, findings, schedules, backend, options, directory, deadline,
                                    shrink_runs, progress, echo)
+        completed = True
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
     finally:
-        executor.shutdown(wait=True, cancel_futures=True)
+        # interrupted (Ctrl-C, SIGTERM) or failed: the runs in flight are cut short, not waited for
+        interrupt.stop_pool(executor, interrupted=not completed)
+        if interrupted:  # after the pool: its workers have removed the run folders they had begun
+            interrupt.mark_interrupted(directory, "swarm", backend=backend, seeds_run=len(runs),
+                                       findings=[f.run.seed for f in findings])
     runs.sort(key=lambda r: r.seed)
     findings.sort(key=lambda f: f.run.seed)
     result = SwarmResult(directory, backend, options, len(schedules), runs, findings,
@@ -577,7 +586,9 @@ def _pool(jobs: int) -> Executor:
     import multiprocessing
 
     # forkserver: workers start from a clean process, not a copy of one that may hold threads
-    return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("forkserver"))
+    # interrupt.worker_init: a worker dies with its parent, and a signal ends its run cleanly, then it
+    return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("forkserver"),
+                               initializer=interrupt.worker_init)
 
 
 def _bar(total: int, desc: str, unit: str, progress: bool | TextIO):
