@@ -1,8 +1,8 @@
 """CassieQ's planted bugs (``lab/mutants/cassieq.py``): each is caught by its first scenario
 at seed 1 — the verdict is invalid and names the promise it breaks — while the same run of
-the unmutated CassieQ is not (no false alarm). The mutants share their first scenario, so
-one control run serves them all; a CassieQ sim run after a fault drains for its 46 s of
-recovery, so these are slow tests."""
+the unmutated CassieQ is not (no false alarm). Mutants with the same first scenario share
+one control run; a CassieQ sim run after a fault drains through the
+design's whole recovery time, so these are slow tests."""
 
 from __future__ import annotations
 
