@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab.backends.primer.core.config import NodeConfig
+from lab.backends.primer.core.config import SUSPECT_AFTER_S, NodeConfig
 from lab.backends.primer.core.errors import Unavailable
 from lab.backends.primer.core.primer_node import PrimerNode
 from lab.backends.primer.core.routing import Routes
@@ -69,7 +69,7 @@ def test_put_needs_w_members_up():
     async def main(rt):
         await start(rt)
         world.crash("n3")
-        await rt.sleep(1.0)  # beyond suspect_after: n3 is down in n1's view
+        await rt.sleep(SUSPECT_AFTER_S + 0.5)  # beyond suspect_after: n3 is down in n1's view
         with pytest.raises(Unavailable, match="replicas=3, but only 2 members are up"):
             await nodes["n1"].put("q", b"x")
 
