@@ -22,6 +22,7 @@ from urllib.parse import quote
 from lab.backends import Backend, BadOption, Delivery, QueueClient, Rejected
 from lab.backends.options import TIMEOUT, Option, choice, number, whole
 from lab.backends.primer.core.config import HEARTBEAT_S, SUSPECT_AFTER_S
+from lab.backends.primer.core.membership import DOWN
 from lab.runtime import Boot, Connection, Runtime
 from lab.verdict import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, DISK_LOSS, HOLDERS, NO_ORDER, Allowance,
                          Promises)
@@ -163,6 +164,42 @@ class PrimerBackend(Backend):
         return NodeConfig(node, tuple(n for n in self.nodes if n != node), replicas=o["replicas"],
                           replication=o["replication"], persistence=o["persistence"], timeout=o["timeout"],
                           lease=o["lease"], suspect_after=o["suspect_after"])
+
+    async def start(self) -> None:
+        """Start the nodes, then, where they are processes (live: started one after another,
+        seconds apart on a busy machine), wait until every node has heard from every other.
+        A node trusts a silent member for ``suspect_after`` from its own boot only: without
+        the wait, the first put to an early node could come before a late node's first beat
+        and be refused with W = 3 although nothing is wrong. Nodes booted in this process
+        (sim) start at one instant and need no wait."""
+        await super().start()
+        if not self.booted:
+            await self._until_formed(self.world.node("control"))
+
+    async def _until_formed(self, rt: Runtime, within: float = 30.0) -> None:
+        """Poll every node's ``GET /cluster`` until each lists every node, all up; after
+        ``within`` seconds go on (the run then shows what a cluster that did not form does)."""
+        deadline = rt.now() + within
+        conns = {node: rt.net.connect(node, "http") for node in self.nodes}
+        try:
+            while rt.now() < deadline:
+                formed = True
+                for node, conn in conns.items():
+                    try:
+                        reply = await conn.exchange(encode_request("GET", "/cluster", "primer"), ResponseReader("GET"),
+                                                    self.options["timeout"])
+                        members = json.loads(reply.body)["members"] if reply.status == 200 else []
+                    except Exception:  # not answering yet (a timeout, a refused connection): ask again
+                        members = []
+                    if {m["name"] for m in members} != set(self.nodes) or any(m["state"] == DOWN for m in members):
+                        formed = False
+                        break
+                if formed:
+                    return
+                await rt.sleep(0.05)
+        finally:
+            for conn in conns.values():
+                await conn.close()
 
     def boot(self, node: str) -> Boot:
         config = self._config(node)
