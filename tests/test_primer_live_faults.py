@@ -38,8 +38,9 @@ def test_a_split_of_the_servers_stops_puts_that_need_every_node_only_while_it_la
     fault_ok, fault_not_ok = _puts(result, "fault")
     heal_ok, heal_not_ok = _puts(result, "heal")
     steady_ok, steady_not_ok = _puts(result, "steady")
-    # a loaded 2-core machine can stall a node's heartbeats past the failure detector's 0.5 s:
-    # a put may then be refused before the split too (seen once in CI)
+    # a loaded 2-core machine stalled a node's heartbeats past the failure detector's former
+    # 0.5 s, refusing a put before the split (seen once in CI); suspect_after is 1 s now, with
+    # margin (tests/test_primer_failure_detector.py), and a few puts stay allowed here
     assert steady_ok > 50 and steady_not_ok <= 5
     assert fault_not_ok > fault_ok  # after the failure detector's delay, nothing goes in
     assert heal_ok > 50 and heal_not_ok <= 5  # calls in flight at the heal may still time out
