@@ -666,6 +666,7 @@ def _option_sets_file(path: Path) -> dict:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from lab import interrupt
     from lab.mutants import plant_from_environment
 
     plant_from_environment(args.design)  # the test hook QUEUE_LAB_MUTANT: off unless set
@@ -675,6 +676,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     except OSError as e:  # the port is taken, the folder is not writable...
         raise UsageError(f"cannot serve: {e}") from None
+    interrupt.raise_if_received()  # stopped cleanly by Ctrl-C or SIGTERM: it still ends as interrupted
     return 0
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, TypeVar
 
 from lab.live.disk import LiveDisk
 from lab.live.net import LiveNet
+from lab.live.streams import within
 from lab.worlds import as_coroutine, node_random
 
 if TYPE_CHECKING:
@@ -92,8 +93,7 @@ class LiveRuntime:
         if event.is_set():
             return True
         try:
-            async with asyncio.timeout(timeout):  # not wait_for: it may swallow a cancel (3.11)
-                await event.wait()
+            await within(event.wait(), timeout)
             return True
         except asyncio.TimeoutError:
             return False

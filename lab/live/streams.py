@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable, TypeVar
+from typing import Any, Awaitable, Callable, TypeVar
 
 from lab.runtime import Accept, CallTimeout, ProtocolDrop, ServerConnection, Unreachable
 
@@ -23,6 +23,18 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 PUMP_BATCH = 64  # pipelined requests run per event-loop turn before other connections get theirs
+
+
+async def within(awaitable: Awaitable[T], timeout: float | None) -> T:
+    """``await awaitable``, TimeoutError after ``timeout`` seconds. Inside a task through
+    ``asyncio.timeout``: Python 3.11's ``wait_for`` swallows a cancel that lands as the
+    awaitable finishes (a refused connection finishes at once), and an interrupted run's
+    clients went on against stopped servers. Outside a task (a request a server runs eagerly,
+    ``lab.live.streams``) ``asyncio.timeout`` cannot work, and no cancel can come: ``wait_for``."""
+    if asyncio.current_task() is None:
+        return await asyncio.wait_for(awaitable, timeout)
+    async with asyncio.timeout(timeout):
+        return await awaitable
 
 
 class _Accepted(asyncio.Protocol):
@@ -237,11 +249,7 @@ class LiveConnection:
             except ValueError as e:  # no such port in the address book
                 raise Unreachable(f"cannot connect to {self.name}: {e}") from None
             try:
-                # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancel that lands
-                # as the connection fails (a refused one fails at once), and an interrupted run's
-                # clients would go on against servers already stopped
-                async with asyncio.timeout(timeout):
-                    _, protocol = await loop.create_connection(_Reply, host, port)
+                _, protocol = await within(loop.create_connection(_Reply, host, port), timeout)  # not wait_for
             except (OSError, asyncio.TimeoutError) as e:
                 raise Unreachable(f"cannot connect to {self.name}: {e or 'no answer'}") from None
             self._protocol = protocol

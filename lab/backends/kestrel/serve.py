@@ -7,11 +7,11 @@ import argparse
 import asyncio
 import logging
 import os
-import signal
 from pathlib import Path
 
 from typing import TYPE_CHECKING
 
+from lab import interrupt
 from lab.backends.kestrel.config import ServerConfig, load_config
 from lab.live import LiveWorld
 from lab.live.processes import ready_line
@@ -76,8 +76,7 @@ def serve(args: argparse.Namespace, ready=print) -> None:
 
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+        interrupt.on_signals(loop, stop.set)  # a clean stop; `lab serve` then ends as interrupted (130)
         made: list["QueueCollection"] = []
 
         def reload() -> None:

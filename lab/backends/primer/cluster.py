@@ -12,15 +12,17 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
-from lab.live.processes import STOP_TIMEOUT, ServerProcess
+from lab.live.processes import ServerProcess
 
 DESIGN = "primer"
 HELP = "a Primer cluster of N local nodes (lab serve primer processes), until Ctrl-C"
 HOST = "127.0.0.1"
 POLL_S = 0.5  # how often a node that died on its own is looked for
+STOP_GRACE = 3.0  # seconds the nodes have to stop on SIGTERM (Ctrl-C ends the command within 5 s) before kill -9
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -66,7 +68,8 @@ def serve_flags(args: argparse.Namespace, nodes: list[dict[str, Any]], node: dic
 
 
 def run(args: argparse.Namespace) -> int:
-    """Start the nodes, write cluster.json, wait for SIGINT/SIGTERM, stop the nodes."""
+    """Start the nodes, write cluster.json, wait for SIGINT/SIGTERM, stop the nodes; then
+    KeyboardInterrupt (the command ends as interrupted, as every `lab` command on Ctrl-C)."""
     from lab.backends.primer.serve import load_routes
 
     nodes = plan(args)
@@ -75,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     processes: dict[str, ServerProcess] = {}
-    try:
+    try:  # a signal while the nodes start is kept (stop is set): the cluster stops once they are up
         for node in nodes:
             proc = ServerProcess(DESIGN, node["data_dir"], serve_flags(args, nodes, node))
             proc.ports = {"http": node["port"], "peer": node["peer_port"]}  # fixed: the peers are told them
@@ -95,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     print(f"stopped {len(processes)} nodes", flush=True)
-    return 0
+    raise KeyboardInterrupt  # only Ctrl-C or SIGTERM ends a cluster: `lab: interrupted`, exit 130
 
 
 def _wait_ready(name: str, proc: ServerProcess) -> None:
@@ -132,11 +135,12 @@ def _stop_all(processes: dict[str, ServerProcess]) -> None:
     for proc in processes.values():
         if proc.running:
             proc.proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE  # one deadline for all: they stop side by side
     for proc in processes.values():
         if proc.proc is None:
             continue
         try:
-            proc.proc.wait(STOP_TIMEOUT)
+            proc.proc.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             proc.kill()
         proc.stop()  # it has ended: this closes its pipe

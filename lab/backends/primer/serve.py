@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import signal
 from pathlib import Path
 from typing import Any
 
+from lab import interrupt
 from lab.live import LiveWorld
 from lab.live.processes import ready_line
 from lab.runtime import Runtime
@@ -121,8 +121,7 @@ def serve(args: argparse.Namespace, ready=print) -> None:
 
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+        interrupt.on_signals(loop, stop.set)  # a clean stop; `lab serve` then ends as interrupted (130)
         nodes = []
 
         async def boot(rt: Runtime) -> None:

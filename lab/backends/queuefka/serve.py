@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 from pathlib import Path
 
+from lab import interrupt
 from lab.backends.queuefka.core.broker import Config, QueuefkaCore
 from lab.backends.queuefka.wire.http import HEADER_TIMEOUT
 from lab.live import LiveWorld
@@ -73,8 +73,7 @@ def serve(args: argparse.Namespace, ready=print) -> None:
 
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+        interrupt.on_signals(loop, stop.set)  # a clean stop; `lab serve` then ends as interrupted (130)
         cores: list[QueuefkaCore] = []
 
         async def boot(rt: Runtime) -> None:
