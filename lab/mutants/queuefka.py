@@ -90,6 +90,23 @@ async def _commit_over_any_reader(self: QueuefkaCore, name: str, group: str, add
 
 _COMMIT = QueuefkaCore.commit
 
+
+async def _get_from_the_buffer_tail(self: QueuefkaClient, queue: str, wait: float) -> Delivery | None:
+    """The client's get, taking each delivery from the wrong end of its fetch's buffer
+    (``pop`` for ``popleft``): a fetch of several records is handed out last record first.
+    Each token is still the address after its own record, so nothing is lost; the order
+    is, whenever a fetch brings more than one record (a backlog)."""
+    buffered = self._buffered.get(queue)
+    if not buffered:
+        fetched = await self._fetch(queue, wait)
+        if not fetched.records:
+            return None
+        tokens = [(address, fetched.epoch) for address, _ in fetched.records[1:]] + [(fetched.next, fetched.epoch)]
+        buffered = self._buffered[queue] = deque(zip((p for _, p in fetched.records), tokens))
+    payload, token = buffered.pop()  # the bug: the newest record first
+    return Delivery(queue, payload, token)
+
+
 MUTANTS = [
     Mutant("queuefka-ack-before-fsync", "queuefka", "no loss of an acknowledged put under a crash",
            "a group commit: produce leaves the log's fsync to a flusher 1.5 ms later and replies without waiting for it",
@@ -104,4 +121,8 @@ MUTANTS = [
            "a commit acknowledges every fetch before its address, those leased to other readers too",
            (Patch(QueuefkaCore, "commit", _commit_over_any_reader),), options=DURABLE,
            scenarios=("split-flapping", "split-majority")),
+    Mutant("queuefka-serves-the-buffer-tail", "queuefka", "FIFO per consumer",
+           "the client hands out its fetch's buffered records from the wrong end (pop for popleft), newest first",
+           (Patch(QueuefkaClient, "get", _get_from_the_buffer_tail),), options=DURABLE,
+           scenarios=("backlog-late-consumers", "burst-reliable")),
 ]
