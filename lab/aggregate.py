@@ -56,6 +56,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from lab import interrupt
 from lab.verdict import RunFacts, judge_run
 from lab.record import FAULT_OP, LOG_GAMMA, MEASURED_PHASES, OPS, OUTCOMES, PHASES, SAMPLE_SCHEMA, LogHistogram
 
@@ -79,17 +80,25 @@ def spark_schema() -> T.StructType:
 
 
 def sample_files(paths: Iterable[str | Path]) -> list[str]:
-    """Parquet files of the given run directories, compare folders or files."""
+    """Parquet files of the given run directories, compare folders or files; a folder an
+    interrupt cut short (``lab.interrupt``) is skipped, and none left is an error naming it."""
     files: list[str] = []
-    for path in map(Path, paths):
+    paths = list(map(Path, paths))
+    _, skipped = interrupt.split_interrupted(p.parent if p.is_file() else p for p in paths)
+    for path in paths:
+        if interrupt.inside_interrupted(path.parent if path.is_file() else path) is not None:
+            continue  # a folder an interrupt cut short: skipped by name (lab.interrupt.skipped_line)
         if path.is_file() and path.suffix == ".parquet":
             files.append(str(path))
         elif (path / "samples.parquet").exists():
             files.append(str(path / "samples.parquet"))
-        elif path.is_dir() and (found := sorted(path.glob("*/samples.parquet"))):
+        elif path.is_dir() and (found := sorted(p for p in path.glob("*/samples.parquet")
+                                                if not interrupt.interrupted(p.parent))):
             files += [str(p) for p in found]  # a compare folder: one run per subfolder
         else:
             raise FileNotFoundError(f"no samples in {path} (expected a run directory with samples.parquet)")
+    if skipped and not files:
+        raise FileNotFoundError("no runs to read: " + "; ".join(interrupt.skipped_line(p, cut)[5:] for p, cut in skipped))
     return files
 
 

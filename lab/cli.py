@@ -281,6 +281,10 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
         files_by_run(args.runs)  # a missing run or a torn file fails before a JVM starts
     except (FileNotFoundError, ValueError) as e:
         raise UsageError(str(e)) from None
+    from lab.interrupt import skipped_line, split_interrupted
+
+    for path, cut in split_interrupted(args.runs)[1]:  # folders an interrupt cut short: named, not read
+        print(skipped_line(path, cut), file=sys.stderr)
     out = args.out or results_dir() / "summaries" / datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     try:
         result = aggregate(spark_session(args.master, _spark_conf(args.conf)), args.runs, out)
@@ -530,10 +534,13 @@ def cmd_report(args: argparse.Namespace) -> int:
         out = runs_dir() / f"report-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}.html"
     elif out.is_dir():
         raise UsageError(f"--out {out}: a folder; give a file path such as {out / 'report.html'}")
+    skipped: list[str] = []
     try:
-        page = render(find_runs(args.runs))
+        page = render(find_runs(args.runs, skipped))
     except NoRuns as e:
         raise UsageError(str(e)) from None
+    for line in skipped:  # folders an interrupt cut short: named, not read
+        print(line, file=sys.stderr)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(page, encoding="utf-8")

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
+from lab import interrupt
 from lab.backends import REGISTRY, backend_class
 from lab.paths import runs_dir
 from lab.record import MEASURED_PHASES, LogHistogram
@@ -91,6 +92,16 @@ def compare(
     for line in skipped:
         echo(f"  skipped {line}")
     results: list[RunResult] = []
+    try:
+        return _compare(runnable, directory, progress, echo, results)
+    except KeyboardInterrupt:  # the run cut short removed its own folder; the finished ones stay
+        interrupt.mark_interrupted(directory, "compare", runs_done=[r.run_dir.name for r in results],
+                                   runs_planned=len(runnable))
+        raise
+
+
+def _compare(runnable: list[tuple[Workload, str, str]], directory: Path, progress: bool,
+             echo: Callable[[str], None], results: list[RunResult]) -> Comparison:
     for workload, backend, world in runnable:
         result = run(workload, backend, world, out=directory / f"{workload.name}-{backend}-{world}",
                      progress=progress)

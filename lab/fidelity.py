@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from lab import interrupt
 from lab.backends import backend_class
 from lab.paths import runs_dir
 from lab.record import read_samples, ok_ops
@@ -128,14 +129,19 @@ def fidelity(backend: str, workload: Workload, calibration: str | None = None,
         points.append(Point(name, load.rate, figures(live), figures(sim),
                             {"live": str(live.run_dir), "sim": str(sim.run_dir)}))
 
-    add(workload, workload.name)
-    saturation, producers = _saturation(workload, both, ramp_duration)
-    for fraction in fractions:
-        rate = fraction * saturation["live"]["per_s"]
-        load = dataclasses.replace(workload, name=f"{workload.name}-at{fraction * 100:.0f}pct", rate=round(rate, 1),
-                                   arrivals="constant", producers=producers, consumers=producers,
-                                   messages=None, duration=ramp_duration, warmup=min(workload.warmup or 1.0, 1.0))
-        add(load, f"{fraction:.0%} of sat.")
+    try:
+        add(workload, workload.name)
+        saturation, producers = _saturation(workload, both, ramp_duration)
+        for fraction in fractions:
+            rate = fraction * saturation["live"]["per_s"]
+            load = dataclasses.replace(workload, name=f"{workload.name}-at{fraction * 100:.0f}pct",
+                                       rate=round(rate, 1), arrivals="constant", producers=producers,
+                                       consumers=producers, messages=None, duration=ramp_duration,
+                                       warmup=min(workload.warmup or 1.0, 1.0))
+            add(load, f"{fraction:.0%} of sat.")
+    except KeyboardInterrupt:  # the run cut short removed its own folder; the finished ones stay
+        interrupt.mark_interrupted(directory, "fidelity", points_done=[p.name for p in points])
+        raise
 
     table = Fidelity(backend, workload.name, source, points, saturation, directory)
     (directory / "fidelity.json").write_text(json.dumps(table.to_dict(), indent=2) + "\n")

@@ -287,3 +287,23 @@ def inside_interrupted(path: str | os.PathLike) -> Path | None:
         if interrupted(folder):
             return folder
     return None
+
+
+def split_interrupted(paths: Iterable[str | os.PathLike]) -> tuple[list[Path], list[tuple[Path, Path]]]:
+    """``paths`` (runs, folders of runs) as those to read and those to skip: each skipped one
+    with the interrupted folder that makes it so (itself, or a folder it is inside)."""
+    kept: list[Path] = []
+    skipped: list[tuple[Path, Path]] = []
+    for path in map(Path, paths):
+        cut = inside_interrupted(path)
+        if cut is None:
+            kept.append(path)
+        else:
+            skipped.append((path, cut))
+    return kept, skipped
+
+
+def skipped_line(path: Path, cut: Path) -> str:
+    """What a listing of runs says of one it skips (``lab: skipped ...``)."""
+    where = "" if cut == path else f" (inside {cut})"
+    return f"lab: skipped {path}: interrupted{where}, see {cut / MARKER if (cut / MARKER).is_file() else cut / 'manifest.json'}"

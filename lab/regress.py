@@ -57,6 +57,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from lab import interrupt
 from lab.backends import REGISTRY, backend_class
 from lab.paths import REPO, results_dir
 from lab.provenance import machine, versions
@@ -332,7 +333,11 @@ def regress(designs: list[str], workloads: list[str], worlds: list[str], repeats
     directory.mkdir(parents=True, exist_ok=True)
     echo(f"lab regress: {len(designs)} design(s) x {len(workloads)} workload(s), {' and '.join(worlds)}"
          + (f", {repeats} live round(s)" if "live" in worlds else "") + f"; baseline {baseline_path}")
-    figures = measure(designs, workloads, worlds, repeats, directory, progress, echo)
+    try:
+        figures = measure(designs, workloads, worlds, repeats, directory, progress, echo)
+    except KeyboardInterrupt:  # the run cut short removed its own folder; the finished ones stay
+        interrupt.mark_interrupted(directory, "regress")
+        raise
     rows = compare(figures, baseline)
     if update:
         baseline_path.parent.mkdir(parents=True, exist_ok=True)

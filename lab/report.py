@@ -21,6 +21,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from lab import interrupt
 from lab.record import MEASURED_PHASES, ok_ops, read_samples
 from lab.summary import MEASURED, end_to_end_ns, format_ns
 
@@ -65,15 +66,27 @@ def _is_run(path: Path) -> bool:
     return (path / "manifest.json").is_file()
 
 
-def find_runs(paths: Iterable[str | Path]) -> list[Run]:
+def find_runs(paths: Iterable[str | Path], skipped: list[str] | None = None) -> list[Run]:
     """Every run under ``paths``: a run's folder, or a folder whose subfolders are runs (a
-    `lab compare` output). A path that is neither raises NoRuns."""
+    `lab compare` output). A path that is neither raises NoRuns. A folder an interrupt cut
+    short (``lab.interrupt``) is skipped, a line naming it added to ``skipped``; none left
+    raises NoRuns."""
     runs: list[Run] = []
+    said: list[str] = []
     for given in paths:
         path = Path(given)
         if not path.is_dir():
             raise NoRuns(f"{path}: no such folder (give a run's folder, or a folder of runs)")
+        cut = interrupt.inside_interrupted(path)
+        if cut is not None:
+            said.append(interrupt.skipped_line(path, cut))
+            continue
         folders = [path] if _is_run(path) else sorted(p for p in path.iterdir() if p.is_dir() and _is_run(p))
+        cut_short = [f for f in folders if interrupt.interrupted(f)]
+        said += [interrupt.skipped_line(folder, folder) for folder in cut_short]
+        folders = [f for f in folders if f not in cut_short]
+        if not folders and cut_short:
+            continue
         if not folders:
             raise NoRuns(f"{path}: not a run's folder and holds none (no manifest.json)")
         for folder in folders:
@@ -86,6 +99,10 @@ def find_runs(paths: Iterable[str | Path]) -> list[Run]:
             if not isinstance(manifest, dict):
                 raise NoRuns(f"{folder / 'manifest.json'}: not a run's manifest")
             runs.append(Run(folder, manifest))
+    if skipped is not None:
+        skipped += said
+    if not runs and said:
+        raise NoRuns("no runs to report: " + "; ".join(line.removeprefix("lab: ") for line in said))
     return runs
 
 

@@ -96,9 +96,11 @@ def _quiet_gateway(spark_conf):
     relay.start()  # before the JVM: it must never block on a full pipe
     try:
         gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": write_end})
-    except BaseException:
+    except BaseException as e:
         os.close(write_end)
-        relay.join(timeout=5)  # a JVM that failed to start: show what it said before the error
+        # a JVM that failed to start: show what it said before the error; but not on Ctrl-C, when
+        # the JVM (which ignores SIGINT) is still starting: lab.cli stops it (lab.interrupt)
+        relay.join(timeout=0 if isinstance(e, KeyboardInterrupt) else 5)
         raise
     os.close(write_end)  # the JVM holds its own copy; the relay ends when the JVM does
     return gateway
