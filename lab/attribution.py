@@ -12,7 +12,8 @@ design's promises (``lab.verdict.Promises``):
   previous delivery's lease ran out unacknowledged, its consumer's connection broke before
   it was acknowledged (a design that hands such reads back), or an allowance's fault —
   a crash that undid the removal within its window, a fault in force in between;
-- an overtaken message (``lab.order``): an allowance's fault while it waited.
+- an overtaken message (``lab.order``): an allowance's fault while it waited, a get whose
+  reply never came (``CUT``), or a consumer's connection that broke (``CLOSED``) meanwhile.
 
 What nothing explains stays unexplained, and the verdict calls it a broken promise. The
 counts of each explanation, by its words, go to ``lab.verdict.judge``. Only anomalous
@@ -30,7 +31,7 @@ import pyarrow.compute as pc
 
 from lab.phases import HEAL, START, fault_events
 from lab.record import FAULT_OP, MEASURED_PHASES, mask
-from lab.verdict import CUT, HOLDERS, IN_FORCE, Allowance, Promises
+from lab.verdict import CLOSED, CUT, HOLDERS, IN_FORCE, Allowance, Promises
 
 NEVER = np.iinfo(np.int64).max
 
@@ -139,14 +140,17 @@ def attribute(samples: pa.Table, codes: np.ndarray, promises: Promises, *, lost:
 
     # overtaken: an allowance's fault while the message waited for its delivery
     if overtaken is not None:
+        reads_broke = _broken_reads(samples)
         for code in np.flatnonzero(overtaken).tolist():
             m = messages[code]
             first = m.gets[0] if m.gets else None
             until = first.end if first is not None else NEVER
             why = next((w for a in allowances["reordered"]
                         for w in [_cut_words(a) if a.scope == CUT and _cut_between(cuts, m.queue, m.put_start, until)
+                                  else _closed_words(a) if a.scope == CLOSED
+                                  and _cut_between(reads_broke, None, m.put_start, until)
                                   else _hurt(a, faults, clients, m.put_start, m.put_start, until)
-                                  if a.scope != CUT else None] if w), None)
+                                  if a.scope not in (CUT, CLOSED) else None] if w), None)
             explain("reordered", code, why, int(overtaken[code]))
     return result
 
@@ -188,6 +192,10 @@ def _words(kind: str, a: Allowance) -> str:
 
 def _cut_words(a: Allowance) -> str:
     return f"after a get whose reply never came: allowed, {a.why}"
+
+
+def _closed_words(a: Allowance) -> str:
+    return f"after a consumer's connection broke: allowed, {a.why}"
 
 
 # ----------------------------------------------------------------------------- cut gets
@@ -235,6 +243,18 @@ def _match_cut_gets(a: Allowance, lost: list[_Message], cuts: dict[str | None, n
 
 
 # ----------------------------------------------------------------------------- redeliveries
+
+
+def _broken_reads(samples: pa.Table) -> dict[str | None, np.ndarray]:
+    """The gets, acks and releases that failed or timed out (not empty gets), any client's,
+    as ``_cut_gets`` gives them under the key None: where a consumer's connection broke,
+    and what it had fetched went back to the design (a producer's failed put hands back nothing)."""
+    bad = ~mask(samples, "outcome", "ok") & mask(samples, "op", "get", "ack", "release")
+    bad &= ~mask(samples, "error", "empty")
+    rows = samples.filter(pa.array(bad))
+    spans = sorted((start, start + latency) for start, latency in zip(rows.column("t_start_ns").to_pylist(),
+                                                                      rows.column("latency_ns").to_pylist()))
+    return {None: np.array(spans, dtype=np.int64).reshape(-1, 2)}
 
 
 def _broken_connections(samples: pa.Table) -> dict[str, np.ndarray]:

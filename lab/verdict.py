@@ -46,7 +46,8 @@ ANY_FAULT = "any fault"  # an Allowance's fault kinds: whatever fault the run ha
 IN_FORCE = "in force"  # the fault was in force (or healed less than ``grace_s`` before) while the message lived
 HOLDERS = "holders"  # the fault struck ``copies`` of the nodes that held the message, within its ``window_s``
 CUT = "cut"  # a get whose reply never came (outcome unknown) could have taken the message; no fault needed
-SCOPES = (IN_FORCE, HOLDERS, CUT)
+CLOSED = "closed"  # a consumer's connection broke (a read of it failed) while the message waited; no fault needed
+SCOPES = (IN_FORCE, HOLDERS, CUT, CLOSED)
 GRACE_S = 2.0  # seconds after a heal during which a fault still explains an anomaly (retries, anti-entropy)
 FSYNC_MARGIN_S = 0.5  # what a periodic fsync's window adds to its period: the fsync's own time, delayed or not
 DISK_LOSS = "disk-loss"  # the fault kind that destroys a node's disk (``lab.faults``)
@@ -67,7 +68,10 @@ class Allowance:
       it (the unsynced window; None: whatever was never synced);
     - ``CUT``: a get on the message's queue whose reply never came (outcome unknown) could
       have taken it, ``per_get`` messages at most each (None: a whole batch); ``faults``
-      then only names when this happens, any cause of a cut reply explains it.
+      then only names when this happens, any cause of a cut reply explains it;
+    - ``CLOSED`` (reordering only): a consumer's get, ack or release failed or timed out
+      (its connection broke) while the message waited, so what that consumer had fetched
+      could have been handed out again behind later messages; as with ``CUT``, any cause.
     """
 
     anomaly: str  # one of ANOMALIES
@@ -86,6 +90,8 @@ class Allowance:
             raise ValueError("an allowance names at least one fault kind (or ANY_FAULT)")
         if self.scope not in SCOPES:
             raise ValueError(f"allowance scope {self.scope!r}: the scopes are {', '.join(SCOPES)}")
+        if self.scope == CLOSED and self.anomaly != "reordered":
+            raise ValueError(f"allowance scope {CLOSED!r} explains reordering only, not {self.anomaly!r}")
 
     def under(self, faults: frozenset[str]) -> list[str]:
         """The run's fault kinds that permit the anomaly (empty: none do)."""
@@ -95,6 +101,8 @@ class Allowance:
         """Which messages the allowance's faults may hurt, in words (``lab backends``)."""
         if self.scope == CUT:
             return "after a get whose reply never came" + (f" ({self.per_get} each)" if self.per_get else "")
+        if self.scope == CLOSED:
+            return "after a consumer's connection broke while it waited"
         under = ", ".join(self.faults)
         if self.scope == HOLDERS:
             held = "the node that held it" if self.copies == 1 else f"{self.copies} of the nodes that held it"

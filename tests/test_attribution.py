@@ -4,11 +4,12 @@ histories: a fault excuses only the messages it could have hurt."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import pyarrow as pa
 
 from lab.attribution import attribute, failed_operations
 from lab.record import mask, message_codes
-from lab.verdict import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, FIFO, HOLDERS, NO_ORDER, Allowance,
+from lab.verdict import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CLOSED, CUT, FIFO, HOLDERS, NO_ORDER, Allowance,
                          Promises)
 from tests.history import history, with_faults
 
@@ -155,6 +156,26 @@ def test_an_overtaken_message_counts_its_inversions_and_is_excused_only_while_a_
                     ("get", "c0", "p0:0", "ok", 12 * MS, MS))
     assert explain(clean, Promises("K", AT_LEAST_ONCE, FIFO, (aborted,)), overtaken={"p0:0": 3})[1] == {
         "reordered": ["p0:0"]}
+
+
+def test_an_overtaken_message_is_excused_by_a_closed_connection_only_if_a_read_broke_while_it_waited():
+    """CLOSED (a reader whose connection broke hands its fetched records back, behind later
+    ones): a consumer's failed or timed-out get or ack while the message waited explains its
+    reordering; a fault alone, a producer's failed put or a read that broke later does not."""
+    promises = Promises("Q", AT_LEAST_ONCE, FIFO, (Allowance("reordered", (ANY_FAULT,), "handed back", scope=CLOSED),))
+
+    def overtaken_with(*rows: tuple, faults: tuple = ()) -> dict:
+        h = history(*puts(("p0:0", 0), ("p0:1", 5)), ("get", "c0", "p0:1", "ok", 10 * MS, MS),
+                    ("get", "c0", "p0:0", "ok", 12 * MS, MS), *rows)
+        return explain(with_faults(h, *faults) if faults else h, promises, overtaken={"p0:0": 1})[1]
+
+    assert overtaken_with(("ack", "c1", "p0:9", "info", 7 * MS, MS)) == {}
+    assert overtaken_with(("get", "c1", None, "fail", 3 * MS, MS)) == {}
+    assert overtaken_with(faults=(("crash", "server", 6 * MS, 8 * MS),)) == {"reordered": ["p0:0"]}
+    assert overtaken_with(("put", "p0", "p0:2", "fail", 7 * MS, MS)) == {"reordered": ["p0:0"]}
+    assert overtaken_with(("ack", "c1", "p0:9", "info", 20 * MS, MS)) == {"reordered": ["p0:0"]}
+    with pytest.raises(ValueError, match="reordering only"):
+        Allowance("lost", (ANY_FAULT,), "no", scope=CLOSED)
 
 
 def test_failed_operations_are_counted_by_what_they_were():

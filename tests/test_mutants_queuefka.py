@@ -13,6 +13,7 @@ from lab.verdict import INVALID
 from lab.workload import load_workload
 
 MUTANTS = catalogue(["queuefka"])
+DURABLE = {"fsync": "always"}
 REORDERS = "queuefka-serves-the-buffer-tail"  # the one that loses nothing: it breaks the order
 
 
@@ -42,3 +43,24 @@ def test_the_first_scenario_at_seed_1_catches_the_mutant_and_not_the_design(name
     assert control.verdict != INVALID and control.lost == 0, control.line()
     if name == REORDERS:
         assert control.valid and control.reordering.inversions == 0, control.line()
+
+
+def test_a_fault_excuses_the_reordering_only_of_records_a_broken_connection_handed_back(tmp_path):
+    """The reorder allowance holds for a reader whose connection broke, not for any fault:
+    ack-before-durable-crash crashes the broker before a consumer has connected, so the
+    mutant's reordered backlog is unexplained; the real design's reorderings after a split
+    are each explained by a consumer's broken connection (CLOSED), as before."""
+    workload = load_workload("ack-before-durable-crash")
+    with plant(REORDERS):
+        caught = run(workload, "queuefka", "sim", seed=1, out=tmp_path / "mutant", progress=False,
+                     options=dict(DURABLE)).verdict
+    assert caught.verdict == INVALID and caught.reordering.inversions > 0, caught.line()
+    assert "inversions of the real-time order that no fault explains (the run's faults: crash)" in caught.reason
+    control = run(workload, "queuefka", "sim", seed=1, out=tmp_path / "control", progress=False,
+                  options=dict(DURABLE)).verdict
+    assert control.valid and control.reordering.inversions == 0, control.line()
+    split = run(load_workload("split-majority"), "queuefka", "sim", seed=2, out=tmp_path / "split", progress=False,
+                options=dict(DURABLE)).verdict
+    assert split.verdict == "allowed" and split.reordering.inversions > 0, split.line()
+    assert "inversions of the real-time order after a consumer's connection broke: allowed" in split.reason
+    assert "no fault explains" not in split.reason, split.line()

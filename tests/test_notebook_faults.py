@@ -13,7 +13,8 @@ def test_every_scenario_belongs_to_exactly_one_family_by_its_fault_kinds():
     assert "split-one" in members["net-splits"] and "gc-long" in members["gc-pauses"]
     assert "late-writes" in members["delayed-writes"] and "crash-torn" in members["crashes"]
     named = [name for names in members.values() for name in names]
-    faulty = [w.name for w in map(load_workload, scenario_files()) if w.faults]  # a fault-free one (backlog-) has no family
+    # a fault-free scenario (backlog-) belongs to no fault family
+    faulty = [w.name for w in map(load_workload, scenario_files()) if w.faults]
     assert sorted(named) == sorted(faulty) and len(faulty) < len(scenario_files())  # each once
 
 

@@ -124,5 +124,5 @@ MUTANTS = [
     Mutant("queuefka-serves-the-buffer-tail", "queuefka", "FIFO per consumer",
            "the client hands out its fetch's buffered records from the wrong end (pop for popleft), newest first",
            (Patch(QueuefkaClient, "get", _get_from_the_buffer_tail),), options=DURABLE,
-           scenarios=("backlog-late-consumers", "burst-reliable")),
+           scenarios=("backlog-late-consumers", "ack-before-durable-crash", "crash-all")),
 ]

@@ -27,6 +27,7 @@ from lab.backends.queuefka.wire.http import EPOCH_HEADER
 from lab.runtime import Boot, Connection, Runtime
 from lab.wire.http import ResponseReader, encode_request
 from lab.verdict import ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, DISK_LOSS, FIFO, HOLDERS, Allowance, Promises
+from lab.verdict import CLOSED  # records handed back by a reader whose connection broke
 from lab.verdict import FIFO_PER_CONSUMER  # the order of a prefetching client
 
 SERVER = "queuefka-0"
@@ -166,8 +167,10 @@ class QueuefkaBackend(Backend):
         if reliable:
             again = ("records fetched by a reader whose connection closed or idled before it committed are handed "
                      "out again, after later ones")
-            allowances += [Allowance("reordered", (ANY_FAULT,), again), Allowance("reordered", (ANY_FAULT,), again,
-                                                                                  scope=CUT, per_get=None)]
+            # only a reader whose connection broke (a get or ack of it failed or timed out
+            # while the record waited) hands records back: a fault alone reorders nothing
+            allowances += [Allowance("reordered", (ANY_FAULT,), again, scope=CLOSED),
+                           Allowance("reordered", (ANY_FAULT,), again, scope=CUT, per_get=None)]
         if policy.mode == "never":
             allowances.append(Allowance("lost", ("crash",), f"fsync={given} loses the unsynced tail of the log",
                                         scope=HOLDERS))
