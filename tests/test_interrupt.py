@@ -284,29 +284,30 @@ def test_report_and_aggregate_skip_an_interrupted_folder_by_name(finished_run, t
 # -- every other command, both ways (slow: each runs a real workload) --------------------------------------
 
 SLOW_CASES = {
-    # name: (argv, what to wait for, its description, whether it leaves a folder marked interrupted)
+    # name: (argv, what to wait for (made afresh per test: then() keeps time), its description, the
+    # folder it leaves marked interrupted)
     "run-sim": (["run", "{long}", "--backend", "kestrel", "--no-progress"],
-                then(lambda c: (c.results / "runs").is_dir() and any((c.results / "runs").iterdir()), 1.0),
+                lambda: then(lambda c: (c.results / "runs").is_dir() and any((c.results / "runs").iterdir()), 1.0),
                 "a sim run under way", None),
     "compare": (["compare", "--backends", "kestrel", "--worlds", "live", "--workloads", "{long}", "--no-progress"],
-                then(has_process("serve kestrel"), 2.0), "the compare's live run", "runs/compare-*"),
+                lambda: then(has_process("serve kestrel"), 2.0), "the compare's live run", "runs/compare-*"),
     "matrix": (["matrix", "--backends", "kestrel", "--seeds", "3", "--jobs", "2", "--no-progress"],
-               then(printed(r"^lab matrix: "), 3.0), "the matrix's runs", "runs/matrix-*"),
-    "load": (["load", "kestrel", "--duration", "60"], then(has_process("locust"), 2.0), "Locust's load", None),
-    "fidelity": (["fidelity", "kestrel", "steady", "--no-progress"], then(has_process("serve kestrel"), 1.0),
+               lambda: then(printed(r"^lab matrix: "), 3.0), "the matrix's runs", "runs/matrix-*"),
+    "load": (["load", "kestrel", "--duration", "60"], lambda: then(has_process("locust"), 2.0), "Locust's load", None),
+    "fidelity": (["fidelity", "kestrel", "steady", "--no-progress"], lambda: then(has_process("serve kestrel"), 1.0),
                  "fidelity's live run", "runs/fidelity-*"),
     "calibrate": (["calibrate", "kestrel", "--out", "{tmp}/calibration.yaml", "--no-progress"],
-                  then(has_process("serve kestrel"), 0.5), "calibrate's loopback probe", None),
+                  lambda: then(has_process("serve kestrel"), 0.5), "calibrate's loopback probe", None),
     "regress": (["regress", "--baseline", str(BASELINE), "--designs", "kestrel", "--workloads", "steady",
                  "--worlds", "live", "--repeats", "1", "--no-progress"],
-                then(has_process("serve kestrel"), 1.0), "the gate's live run", "regress/*"),
+                lambda: then(has_process("serve kestrel"), 1.0), "the gate's live run", "regress/*"),
     "regress-spark": (["regress", "--baseline", str(BASELINE), "--designs", "kestrel", "--workloads", "steady",
                        "--worlds", "sim", "--no-progress"],
-                      then(printed("aggregating with Spark"), 1.0), "the gate's Spark pass", "regress/*"),
+                      lambda: then(printed("aggregating with Spark"), 1.0), "the gate's Spark pass", "regress/*"),
     "cluster": (["cluster", "primer", "--nodes", "3", "--base-port", "{base}", "--data-dir", "{tmp}/cluster"],
-                printed("Ctrl-C stops every node"), "the cluster's nodes", None),
+                lambda: printed("Ctrl-C stops every node"), "the cluster's nodes", None),
     "mutants": (["mutants", "--backends", "kestrel", "--seeds", "2", "--jobs", "2", "--no-progress"],
-                then(has_process("forkserver", 3), 2.0), "the hunt's workers", None),
+                lambda: then(has_process("forkserver", 3), 2.0), "the hunt's workers", "runs/mutants-*"),
 }
 
 
@@ -314,10 +315,10 @@ SLOW_CASES = {
 @pytest.mark.parametrize("how", ["pid", "group"])
 @pytest.mark.parametrize("name", sorted(SLOW_CASES))
 def test_every_command_stops_within_5_s(tmp_path, long_yaml, name, how):
-    argv, ready, what, marked = SLOW_CASES[name]
+    argv, make_ready, what, marked = SLOW_CASES[name]
     words = {"long": str(long_yaml), "tmp": str(tmp_path), "base": str(free_ports(3) if name == "cluster" else 0)}
     command = Command(tmp_path, *(word.format(**words) for word in argv))
-    command.wait_for(ready, what)
+    command.wait_for(make_ready(), what)
     stopped(command, how)
     assert run_folders(command.results) == []  # a run cut short leaves no folder
     if marked is not None:

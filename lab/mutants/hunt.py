@@ -37,6 +37,7 @@ from typing import Any, Iterable, Iterator, Mapping, TextIO
 
 import yaml
 
+from lab import interrupt
 from lab import mutants as planted
 from lab.backends import REGISTRY, UnknownBackend, backend_class
 from lab.mutants import Mutant, UnknownMutant, catalogue, mutant
@@ -194,7 +195,11 @@ def hunt(designs: Iterable[str] | None = None, names: Iterable[str] | None = Non
         result.interrupted = True
         raise
     finally:
-        executor.shutdown(wait=not result.interrupted, cancel_futures=True)
+        # lab.interrupt: interrupted, the runs in flight are cut short (their folders removed), not left
+        # to a shutdown that does not wait (their workers' exits then raced the pool's own clean-up)
+        interrupt.stop_pool(executor, interrupted=result.interrupted)
+        if result.interrupted:
+            interrupt.mark_interrupted(result.directory, "mutants")
         result.wall_seconds = time.monotonic() - started
         _write(result)
     return result
