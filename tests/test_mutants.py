@@ -98,7 +98,7 @@ _PUT = IdealQueue.put
 
 
 def test_a_mutant_no_run_catches_fails_the_hunt_and_is_named(tmp_path, monkeypatch, capsys):
-    from lab.mutants import ideal
+    from lab.backends.ideal import mutants as ideal
 
     harmless = Mutant("ideal-harmless", "ideal", "nothing", "a put that does what it always did",
                       (Patch(IdealQueue, "put", _harmless),))
@@ -111,7 +111,7 @@ def test_a_mutant_no_run_catches_fails_the_hunt_and_is_named(tmp_path, monkeypat
 
 
 def test_a_control_run_called_invalid_is_a_false_alarm_and_fails_the_hunt(tmp_path, monkeypatch):
-    from lab.mutants import ideal
+    from lab.backends.ideal import mutants as ideal
 
     # the design itself broken: the unmutated runs must then raise the alarm
     monkeypatch.setattr(IdealQueue, "ack", ideal._ack_that_redelivers)

@@ -1,4 +1,4 @@
-"""CassieQ's planted bugs (``lab/mutants/cassieq.py``): each is caught by its first scenario
+"""CassieQ's planted bugs (``lab/backends/cassieq/mutants.py``): each is caught by its first scenario
 at seed 1 — the verdict is invalid and names the promise it breaks — while the same run of
 the unmutated CassieQ is not (no false alarm). Mutants with the same first scenario share
 one control run; a CassieQ sim run after a fault drains through the

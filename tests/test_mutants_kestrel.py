@@ -1,4 +1,4 @@
-"""Kestrel's planted bugs (``lab/mutants/kestrel.py``): each is caught by its first scenario
+"""Kestrel's planted bugs (``lab/backends/kestrel/mutants.py``): each is caught by its first scenario
 at seed 1 — the verdict is invalid and names the promise it breaks — while the same run of
 the unmutated Kestrel, with the same options, is not (no false alarm)."""
 

@@ -1,4 +1,4 @@
-"""Primer's planted bugs (``lab/mutants/primer.py``): each is caught by its first scenario at
+"""Primer's planted bugs (``lab/backends/primer/mutants.py``): each is caught by its first scenario at
 seed 1 — the verdict invalid, its reason naming the broken promise — while the unmutated
 design on the same run raises no alarm; and each buggy copy is still the real code it
 replaces but for its mistake, so a change to Primer cannot leave a mutant testing old code."""
@@ -15,7 +15,7 @@ import pytest
 from lab.backends.primer.core.queues import Queues
 from lab.backends.primer.core.replica import Replica
 from lab.mutants import catalogue, plant
-from lab.mutants import primer as primer_mutants
+from lab.backends.primer import mutants as primer_mutants
 from lab.runner import run
 from lab.verdict import INVALID
 from lab.workload import load_workload

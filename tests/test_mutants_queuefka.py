@@ -1,4 +1,4 @@
-"""Queuefka's mutants (``lab/mutants/queuefka.py``) are caught where the hunt looks first:
+"""Queuefka's mutants (``lab/backends/queuefka/mutants.py``) are caught where the hunt looks first:
 each one's first scenario at seed 1 is INVALID with the broken promise in the reason, and
 the same run of the unmutated design is not (no false alarm). Three lose acknowledged puts
 under a fault; one reorders with no fault at all (a backlog handed out newest first)."""

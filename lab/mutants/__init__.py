@@ -13,21 +13,20 @@ hook ``QUEUE_LAB_MUTANT=<name>`` in the environment, so every server process the
 starts meanwhile plants it at start-up (``plant_from_environment``); a run's manifest
 names the mutant planted while it ran.
 
-Each design's mutants are listed in ``lab/mutants/<design>.py`` as ``MUTANTS``; the hunt
+Each design's mutants are listed in its folder's ``mutants.py`` as ``MUTANTS`` (beside its
+``serve``, ``tools`` and ``bench``: a design's planted bugs live with its code); the hunt
 that runs them is ``lab.mutants.hunt``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
-import importlib.util
 import os
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping
 
-from lab.backends import REGISTRY
+from lab.backends import REGISTRY, design_module
 
 ENV = "QUEUE_LAB_MUTANT"  # the test hook: a server process plants this mutant at start-up
 _MISSING = object()
@@ -72,15 +71,15 @@ class UnknownMutant(ValueError):
 
 def catalogue(designs: Iterable[str] | None = None) -> dict[str, Mutant]:
     """Every mutant of ``designs`` (default: every registered design), by name, in the
-    registry's order; a design with no ``lab/mutants/<design>.py`` has none."""
+    registry's order; a design with no ``mutants`` module has none."""
     mutants: dict[str, Mutant] = {}
     for design in designs if designs is not None else REGISTRY:
-        module = f"{__name__}.{design}"
-        if importlib.util.find_spec(module) is None:
+        module = design_module(design, "mutants")
+        if module is None:
             continue
-        for mutant in importlib.import_module(module).MUTANTS:
+        for mutant in module.MUTANTS:
             if mutant.design != design or mutant.name in mutants:
-                raise ValueError(f"{module}: mutant {mutant.name!r} is not {design}'s or is listed twice")
+                raise ValueError(f"{module.__name__}: mutant {mutant.name!r} is not {design}'s or is listed twice")
             mutants[mutant.name] = mutant
     return mutants
 
