@@ -2,8 +2,8 @@
 design, fault phase against healed phase.
 
 A family is a set of fault kinds (``FAMILIES``); its scenarios are the scenario files
-(``lab/scenarios/``) whose every fault is of those kinds, so a scenario joins its family by
-being written. ``run_family`` runs them through ``lab.matrix.run_matrix`` (every design
+(``lab/scenarios/``) with faults of those kinds (one that mixes families joins the first of
+``PRECEDENCE`` it has a fault of), so a scenario joins its family by being written. ``run_family`` runs them through ``lab.matrix.run_matrix`` (every design
 and its promise-changing option sets, over seeds, in the sim world); the matrix's Spark
 pass (``lab.aggregate``, the process's one session) writes the summaries, which are read
 back here from its ``summary/`` folder. Then, per design (a row of the matrix: design and
@@ -38,19 +38,24 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "delayed-writes": ("late-writes", "disk-delay", "link-delay"),
     "crashes": ("crash", "disk-loss"),  # a disk loss is a crash that also destroys the disk
 }
+#: A scenario that mixes families belongs to the first of these it has a fault of: the most
+#: drastic fault is what it shows (a crash during a slow disk is a crash scenario).
+PRECEDENCE = ("crashes", "net-splits", "gc-pauses", "delayed-writes")
 PHASES = ("steady", "fault", "heal")
 SEVERITY = {VALID: 0, ALLOWED: 1, INVALID: 2}
 
 
+def family_of(kinds: Iterable[str]) -> str | None:
+    """The family of a scenario with faults of ``kinds`` (``PRECEDENCE``); None if fault-free."""
+    present = set(kinds)
+    return next((family for family in PRECEDENCE if present & set(FAMILIES[family])), None)
+
+
 def family_scenarios(family: str) -> list[str]:
-    """The names of the scenarios whose every fault is of the family's kinds."""
-    kinds = set(FAMILIES[family])
-    names = []
-    for path in scenario_files():
-        workload = load_workload(path)
-        if workload.faults and all(f.fault in kinds for f in workload.faults):
-            names.append(workload.name)
-    return names
+    """The names of the scenarios of ``family`` (``family_of`` their fault kinds)."""
+    if family not in FAMILIES:
+        raise ValueError(f"no fault family {family!r}; there are: {', '.join(FAMILIES)}")
+    return [w.name for w in map(load_workload, scenario_files()) if family_of(f.fault for f in w.faults) == family]
 
 
 @dataclass

@@ -12,6 +12,7 @@ def test_every_scenario_belongs_to_exactly_one_family_by_its_fault_kinds():
     members = {family: family_scenarios(family) for family in FAMILIES}
     assert "split-one" in members["net-splits"] and "gc-long" in members["gc-pauses"]
     assert "late-writes" in members["delayed-writes"] and "crash-torn" in members["crashes"]
+    assert "crash-slow-disk" in members["crashes"]  # a disk delay and a crash: the crash is what it shows
     named = [name for names in members.values() for name in names]
     # a fault-free scenario (backlog-) belongs to no fault family
     faulty = [w.name for w in map(load_workload, scenario_files()) if w.faults]
