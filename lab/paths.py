@@ -25,6 +25,23 @@ class BadRunDir(ValueError):
     """A run's folder that cannot hold it: a file, or a folder that holds a run already."""
 
 
+def make_empty_folder(out: str | os.PathLike | None, default: str) -> Path:
+    """The folder of a command that writes many runs (a swarm, a hunt): ``out``, or
+    ``results/runs/<default>-<UTC time>``; made now, and refused (BadRunDir) if it is a file
+    or a folder with something in it already."""
+    from datetime import datetime, timezone
+
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    directory = Path(out) if out is not None else runs_dir() / default.replace("{time}", stamp)
+    if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
+        raise BadRunDir(f"{directory}: exists and is not an empty folder (give --out a new folder)")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise BadRunDir(f"{directory}: cannot make the folder: {e.strerror or e}") from None
+    return directory
+
+
 def make_run_dir(run_dir: Path) -> bool:
     """Make the run's folder; True if this call created it. Refuses a file, or a folder that
     already holds a run (it would be overwritten)."""

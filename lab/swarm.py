@@ -45,7 +45,6 @@ import traceback
 from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Generator, Iterable, Mapping, Sequence, TextIO
 
@@ -54,7 +53,7 @@ import yaml
 from lab import faults, interrupt
 from lab.backends import backend_class
 from lab.faults import ROLE_TARGETS, SHAPES, SIDED_SHAPES, Cast, FieldError, draw_time, parse_fault
-from lab.paths import BadRunDir, runs_dir
+from lab.paths import make_empty_folder
 from lab.verdict import ALLOWED, INVALID, VALID, judge_run
 from lab.workload import WorkloadError, load_workload, parse_workload
 
@@ -543,14 +542,7 @@ def swarm(backend: str, seeds: Sequence[int], *, budget: float | None = None, jo
     cast = cast_of(backend, options, base)
     schedules = {seed: seed_workload(base, seed, draw_schedule(seed, window, kinds, cast, faults_max))
                  for seed in seeds}
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    directory = Path(out) if out is not None else runs_dir() / f"swarm-{stamp}-{backend}"
-    if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
-        raise BadRunDir(f"{directory}: exists and is not an empty folder (give --out a new folder)")
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise BadRunDir(f"{directory}: cannot make the swarm folder: {e.strerror or e}") from None
+    directory = make_empty_folder(out, f"swarm-{{time}}-{backend}")
 
     jobs = jobs or len(os.sched_getaffinity(0))
     executor: Executor = _InProcess() if jobs == 1 else _pool(jobs)

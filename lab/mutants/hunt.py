@@ -31,7 +31,6 @@ import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, TextIO
 
@@ -41,7 +40,7 @@ from lab import interrupt
 from lab import mutants as planted
 from lab.backends import REGISTRY, UnknownBackend, backend_class
 from lab.mutants import Mutant, UnknownMutant, catalogue, mutant
-from lab.paths import BadRunDir, runs_dir
+from lab.paths import make_empty_folder
 from lab.swarm import (ERROR, SeedRun, Shrinker, _bar, _InProcess, _pool, _say, _write_workload, base_workload,
                        cast_of, draw_schedule, in_worker, load_window, run_seed, schedule_line, seed_run,
                        seed_workload, world_kinds)
@@ -176,14 +175,7 @@ def hunt(designs: Iterable[str] | None = None, names: Iterable[str] | None = Non
         backend_class(m.design).check_options(dict(m.options), world)
         for scenario in m.scenarios:
             load_workload(scenario)  # a missing scenario fails now, not in a worker
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    directory = Path(out) if out is not None else runs_dir() / f"mutants-{stamp}-{world}"
-    if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
-        raise BadRunDir(f"{directory}: exists and is not an empty folder (give --out a new folder)")
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise BadRunDir(f"{directory}: cannot make the folder: {e.strerror or e}") from None
+    directory = make_empty_folder(out, f"mutants-{{time}}-{world}")
 
     jobs = jobs or (len(os.sched_getaffinity(0)) if world == "sim" else 1)
     hunts = [Hunt(m, trials(m, seeds, world)) for m in chosen]
