@@ -202,6 +202,13 @@ def test_a_live_run_stops_its_clients_and_servers_and_leaves_no_run_folder(tmp_p
     assert list((command.results / "runs").iterdir()) == []  # the cut run removed its folder
 
 
+def test_a_live_run_interrupted_while_its_server_starts_stops_at_once(tmp_path, long_yaml):
+    """The server is stopped while a thread still waits for its ready line: that wait ends too."""
+    command = Command(tmp_path, "run", str(long_yaml), "--backend", "kestrel", "--world", "live", "--no-progress")
+    command.wait_for(has_process("serve kestrel"), "a kestrel server starting")
+    stopped(command, "pid")
+
+
 @pytest.mark.parametrize("how", ["pid", "group", "term"])
 def test_lab_serve_stops_cleanly_and_ends_as_interrupted(tmp_path, how):
     command = Command(tmp_path, "serve", "kestrel", "--port", "0", "--text-port", "0", "--admin-port", "0",

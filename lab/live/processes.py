@@ -238,7 +238,15 @@ def _readline(proc: subprocess.Popen, timeout: float) -> str | None:
     deadline = time.monotonic() + timeout
     with selectors.DefaultSelector() as sel:
         sel.register(proc.stdout, selectors.EVENT_READ)
+        # in short waits: a run interrupted while its server starts stops the server and closes this
+        # pipe from another thread, and a closed pipe never wakes a select (the lab would hang on
+        # until the start timeout, waiting for this thread)
         while (left := deadline - time.monotonic()) > 0:
-            if sel.select(left):
-                return proc.stdout.readline()
+            if proc.stdout.closed:
+                return ""
+            if sel.select(min(left, 0.1)):
+                try:
+                    return proc.stdout.readline()
+                except ValueError:  # closed meanwhile
+                    return ""
     return None
