@@ -10,6 +10,7 @@ and writes the run directory:
     the run; samples.parquet is written from them a batch at a time, with the phases)
     results/runs/<run_id>/manifest.json     workload, backend, world, seed, versions,
                                             machine, timings, checker verdict, summary
+    results/runs/<run_id>/servers/<node>.log   live: each server process's log (its stderr)
 
 Producers with constant arrivals follow OMB's rate limiter: one client, closed loop, with
 intended send times at a fixed interval; a producer that falls behind sends at once until
@@ -169,6 +170,8 @@ def run(
     recorder: Recorder | None = None
     try:
         the_world = make_world(world, seed, workload)
+        if hasattr(the_world, "logs_to"):  # live: the server processes' logs go beside the samples
+            the_world.logs_to = run_dir / "servers"
         recorder = Recorder(run_id, world, backend, workload.name, classify=outcome_of,
                             spill=run_dir / SPILL_FILE)
         warnings: list[str] = []

@@ -146,3 +146,17 @@ def test_a_scenario_whose_fault_start_is_a_range_becomes_the_time_its_seed_draws
         assert entry["at"] == drawn and isinstance(drawn, float)
         assert parse_workload(scenario_mapping("crash-one", seed)).with_seed(seed).faults == \
             load_workload("crash-one").with_seed(seed).faults
+
+
+def test_a_live_run_keeps_its_server_logs_and_they_show_the_mutant_planted_in_the_server_process(tmp_path):
+    """The live world's server processes plant the mutant from the test hook, and the run
+    keeps their logs beside its samples (the servers' folder is temporary)."""
+    w = parse_workload({**SHORT, "duration": 0.5, "warmup": 0.1})
+    with plant("kestrel-open-reads-time-out-at-once") as m:
+        result = run(w, "kestrel", "live", seed=1, out=tmp_path / "m", progress=False, options=dict(m.options))
+    log = (result.run_dir / "servers" / "kestrel.log").read_text()
+    assert "lab: mutant kestrel-open-reads-time-out-at-once planted" in log
+    assert result.verdict.verdict == "invalid" and "duplicate" in result.verdict.reason, result.verdict.line()
+    control = run(w, "kestrel", "live", seed=1, out=tmp_path / "c", progress=False, options=dict(m.options))
+    assert "planted" not in (control.run_dir / "servers" / "kestrel.log").read_text()
+    assert control.verdict.verdict == "valid", control.verdict.line()

@@ -21,6 +21,7 @@ import asyncio
 import logging
 import os
 import random
+import shutil
 import time
 from pathlib import Path
 from functools import partial
@@ -86,6 +87,9 @@ class LiveWorld:
         self._fsync_delays: dict[str, int] = {}  # ns added to a server's fsyncs, all disk-delays in force
         self.epoch_ns = time.time_ns()
         self.mono_ns = time.monotonic_ns()
+        #: where each server process's log is copied when the world ends (a run's folder keeps
+        #: them: the root is temporary); None: nowhere
+        self.logs_to: Path | None = None
 
     def node(self, name: str) -> LiveRuntime:
         """The node called ``name``, created on first use."""
@@ -314,11 +318,23 @@ class LiveWorld:
                         task.cancel()
             self.stop_processes(INTERRUPT_GRACE if interrupted else STOP_TIMEOUT)  # before the temporary
             # root goes: their data dirs are in it
+            if not interrupted:
+                self._keep_logs()
             await self.links.close()
             for rt in list(self.nodes.values()):
                 await rt.close()
             if self._tmp is not None:
                 self._tmp.cleanup()
+
+
+    def _keep_logs(self) -> None:
+        """Copy every server process's log (its stderr, all its starts) to ``logs_to``."""
+        if self.logs_to is None or not self.processes:
+            return
+        self.logs_to.mkdir(parents=True, exist_ok=True)
+        for node, proc in self.processes.items():
+            if proc.log_path.exists():
+                shutil.copyfile(proc.log_path, self.logs_to / f"{node}.log")
 
 
 def _run_event_loop(coro: Coroutine[Any, Any, T]) -> T:
