@@ -225,6 +225,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--shrink-runs", type=int, default=6, help="runs at most to shrink a catching schedule (default 6)")
     p.add_argument("--out", type=Path, help="folder (default: results/runs/mutants-<time>)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--list", action="store_true", help="list the chosen mutants (promise, mistake, scenarios); run nothing")
 
     p = sub.add_parser("calibrate", help="measure a design's service times (in process) and loopback latency; "
                                          "write its calibration file (the sim world's CPU model)")
@@ -435,7 +436,7 @@ def cmd_swarm(args: argparse.Namespace) -> int:
 
 
 def cmd_mutants(args: argparse.Namespace) -> int:
-    from lab.mutants.hunt import hunt, report_lines
+    from lab.mutants.hunt import chosen_mutants, hunt, report_lines
 
     for flag in ("jobs", "seeds", "shrink_runs"):
         value = getattr(args, flag)
@@ -443,6 +444,11 @@ def cmd_mutants(args: argparse.Namespace) -> int:
             raise UsageError(f"--{flag.replace('_', '-')} {value}: use 1 or more")
     designs = [d.strip() for d in args.backends.split(",") if d.strip()] if args.backends else None
     names = [m.strip() for m in args.mutants.split(",") if m.strip()] if args.mutants else None
+    if args.list:
+        for m in chosen_mutants(designs, names):
+            print(f"{m.name}  ({m.label})\n  breaks: {m.promise}\n  mistake: {m.mistake}\n"
+                  f"  tried first: {', '.join(m.scenarios) or 'the swarm'}")
+        return 0
     result = hunt(designs=designs, names=names, seeds=args.seeds, world=args.world, jobs=args.jobs,
                   shrink_runs=args.shrink_runs, out=args.out, progress=not args.no_progress)
     print("\n".join(report_lines(result)))

@@ -160,3 +160,12 @@ def test_a_live_run_keeps_its_server_logs_and_they_show_the_mutant_planted_in_th
     control = run(w, "kestrel", "live", seed=1, out=tmp_path / "c", progress=False, options=dict(m.options))
     assert "planted" not in (control.run_dir / "servers" / "kestrel.log").read_text()
     assert control.verdict.verdict == "valid", control.verdict.line()
+
+
+def test_the_list_names_each_mutant_its_promise_and_its_first_scenarios_and_runs_nothing(tmp_path, capsys):
+    out = tmp_path / "h"
+    assert main(["mutants", "--list", "--backends", "ideal", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "ideal-skips-the-head  (ideal)\n  breaks: FIFO per queue\n" in text
+    assert "tried first: burst-reliable" in text and "ideal-ack-redelivers" in text
+    assert not out.exists()
