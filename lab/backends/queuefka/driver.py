@@ -26,9 +26,8 @@ from lab.backends.queuefka.core.writer import FsyncPolicy
 from lab.backends.queuefka.wire.http import EPOCH_HEADER
 from lab.runtime import Boot, Connection, Runtime
 from lab.wire.http import ResponseReader, encode_request
-from lab.verdict import ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, DISK_LOSS, FIFO, HOLDERS, Allowance, Promises
-from lab.verdict import CLOSED  # records handed back by a reader whose connection broke
-from lab.verdict import FIFO_PER_CONSUMER  # the order of a prefetching client
+from lab.verdict import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CLOSED, CUT, DISK_LOSS, FIFO, FIFO_PER_CONSUMER,
+                         HOLDERS, Allowance, Promises)
 
 SERVER = "queuefka-0"
 GROUP = "lab"
