@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -38,6 +39,7 @@ GRACE = 2.0  # seconds a process has to end on SIGTERM once the lab is interrupt
 
 _in_worker = False  # this process is a pool worker (worker_init ran)
 _in_job = False  # ... and it is running a job (worker_call)
+_stopping = False  # ... and an interrupt has reached that job: its clean-up is running
 received: int | None = None  # the signal an asyncio loop's handler (on_signals) was told of
 
 
@@ -219,7 +221,14 @@ def worker_init(then: Callable[[], None] | None = None) -> None:
 
 
 def _worker_signal(signum: int, frame: Any) -> None:
+    global _stopping
+    if _stopping:
+        # A terminal's Ctrl-C reaches the worker, then stop_pool's SIGTERM does: a second
+        # KeyboardInterrupt would break off the clean-up the first one started (a run folder
+        # half removed). stop_pool's kill -9 after its grace still ends a clean-up that hangs.
+        return
     if _in_job:
+        _stopping = True
         raise KeyboardInterrupt  # the job's finally blocks run; worker_call then ends the worker
     os._exit(EXIT_CODE)  # idle: nothing to clean up, and no traceback from the pool's queue
 
@@ -259,11 +268,23 @@ def stop_pool(executor: Executor, interrupted: bool, grace: float = GRACE) -> No
 def mark_interrupted(directory: str | os.PathLike, command: str, **facts: Any) -> Path:
     """Mark a folder of runs as cut short: ``interrupted.json`` in it (the command, when, and
     ``facts`` such as the runs done). Listings of runs skip it (``interrupted``)."""
+    remove_unfinished_runs(directory)
     path = Path(directory) / MARKER
     record = {"interrupted": True, "command": command,
               "at": datetime.now(timezone.utc).isoformat(timespec="seconds"), **facts}
     path.write_text(json.dumps(record, indent=2, default=str) + "\n")
     return path
+
+
+def remove_unfinished_runs(directory: str | os.PathLike) -> list[Path]:
+    """Remove the run folders under ``directory`` that hold samples but no manifest.json, and
+    return them: runs whose worker was killed (``stop_pool``'s kill -9) before its own clean-up
+    had removed them. Called once the pool has stopped, so no run is still writing."""
+    unfinished = [folder for folder in Path(directory).rglob("*")
+                  if folder.is_dir() and any(folder.glob("samples*")) and not (folder / "manifest.json").exists()]
+    for folder in unfinished:
+        shutil.rmtree(folder, ignore_errors=True)
+    return unfinished
 
 
 def interrupted(folder: str | os.PathLike) -> bool:

@@ -288,6 +288,56 @@ def test_report_and_aggregate_skip_an_interrupted_folder_by_name(finished_run, t
         find_runs([good])
 
 
+def test_marking_a_folder_of_runs_removes_the_runs_a_killed_worker_left_unfinished(finished_run, tmp_path):
+    import shutil
+
+    folder = tmp_path / "matrix"
+    shutil.copytree(finished_run, folder / "ideal" / "default" / "steady" / "s1")  # a finished run stays
+    half = folder / "ideal" / "default" / "steady" / "s2"
+    half.mkdir(parents=True)
+    (half / "samples.spill.arrow").write_bytes(b"cut short")  # its worker died before its own clean-up
+    interrupt.mark_interrupted(folder, "matrix")
+    assert not half.exists()
+    assert (folder / "ideal" / "default" / "steady" / "s1" / "manifest.json").is_file()
+    assert (folder / "interrupted.json").is_file()
+    assert run_folders(folder) == []
+
+
+CLEAN_UP_ONCE = """
+import os, signal, sys, time
+from lab import interrupt
+interrupt._in_worker = False
+for sig in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(sig, interrupt._worker_signal)
+
+def job():
+    try:
+        print("ready", flush=True)
+        time.sleep(30)
+    finally:  # the clean-up: a second signal (stop_pool's SIGTERM after a terminal's Ctrl-C) arrives here
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)
+        print("cleaned", flush=True)
+
+try:
+    interrupt.worker_call(job)
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+def test_a_worker_interrupted_twice_finishes_the_clean_up_the_first_signal_began():
+    proc = subprocess.Popen([sys.executable, "-c", CLEAN_UP_ONCE], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert out.strip() == "cleaned"
+    assert proc.returncode == 130
+
+
 # -- every other command, both ways (slow: each runs a real workload) --------------------------------------
 
 SLOW_CASES = {
