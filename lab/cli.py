@@ -15,13 +15,14 @@ from typing import Any
 
 import yaml
 
-from lab.backends import CONTROL, REGISTRY, BadOption, UnknownBackend, backend_class, design_module
-from lab.compare import NothingToRun
-from lab.mutants import UnknownMutant
-from lab.paths import BadRunDir
-from lab.spark import JavaMissing
-from lab.verdict import INVALID
-from lab.workload import Workload, WorkloadError, load_workload
+from lab.design.registry import CONTROL, REGISTRY, UnknownBackend, backend_class, design_module
+from lab.design.options import BadOption
+from lab.experiments.compare import NothingToRun
+from lab.design.mutants import UnknownMutant
+from lab.history.paths import BadRunDir
+from lab.aggregate.spark import JavaMissing
+from lab.judge.verdict import INVALID
+from lab.workloads.spec import Workload, WorkloadError, load_workload
 
 
 class UsageError(Exception):
@@ -238,10 +239,10 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", help="benchmarks that print and save their figures")
     bench = p.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
-    from lab.bench import sim as bench_sim_module  # its flags are its own
+    from lab.experiments.bench import sim as bench_sim_module  # its flags are its own
 
     bench_sim_module.add_arguments(bench.add_parser("sim", help="the simulated world's cost against bare SimPy"))
-    from lab.bench import checker as bench_checker_module
+    from lab.experiments.bench import checker as bench_checker_module
 
     bench_checker_module.add_arguments(bench.add_parser("checker", help=bench_checker_module.HELP))
     b = bench.add_parser("aggregate", help="the Spark pipeline on synthetic samples, beside DuckDB")
@@ -273,16 +274,16 @@ def _spark_conf(items: list[str]) -> dict[str, str]:
 def cmd_aggregate(args: argparse.Namespace) -> int:
     from datetime import datetime, timezone
 
-    from lab.aggregate import aggregate, files_by_run
-    from lab.paths import results_dir
-    from lab.spark import spark_session
-    from lab.summary import format_spark_summary
+    from lab.aggregate.pipeline import aggregate, files_by_run
+    from lab.history.paths import results_dir
+    from lab.aggregate.spark import spark_session
+    from lab.judge.summary import format_spark_summary
 
     try:
         files_by_run(args.runs)  # a missing run or a torn file fails before a JVM starts
     except (FileNotFoundError, ValueError) as e:
         raise UsageError(str(e)) from None
-    from lab.interrupt import skipped_line, split_interrupted
+    from lab.worlds.interrupt import skipped_line, split_interrupted
 
     for path, cut in split_interrupted(args.runs)[1]:  # folders an interrupt cut short: named, not read
         print(skipped_line(path, cut), file=sys.stderr)
@@ -302,19 +303,19 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from lab.bench import save
+    from lab.experiments.bench import save
 
     if args.repeats < 1:
         raise UsageError("--repeats must be >= 1")
     if args.bench == "sim":
-        from lab.bench.sim import run as bench_sim
+        from lab.experiments.bench.sim import run as bench_sim
 
         try:
             results = bench_sim(args)
         except ValueError as e:
             raise UsageError(str(e)) from None
     elif args.bench == "checker":
-        from lab.bench.checker import run as bench_checker
+        from lab.experiments.bench.checker import run as bench_checker
 
         try:
             results = bench_checker(args)
@@ -333,7 +334,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         except ValueError as e:  # a bad flag
             raise UsageError(str(e)) from None
     else:
-        from lab.bench.aggregate import bench_aggregate
+        from lab.experiments.bench.aggregate import bench_aggregate
 
         if args.rows < 1000:
             raise UsageError("--rows must be at least 1000")
@@ -346,7 +347,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_load(args: argparse.Namespace) -> int:
-    from lab.load import Master, run_load, run_worker
+    from lab.experiments.load import Master, run_load, run_worker
 
     if args.worker:
         if args.backend or args.master:
@@ -412,7 +413,7 @@ def _seconds(text: str) -> float:
 
 
 def cmd_swarm(args: argparse.Namespace) -> int:
-    from lab.swarm import parse_seeds, report_lines, swarm
+    from lab.experiments.swarm import parse_seeds, report_lines, swarm
 
     if args.world != "sim":
         raise UsageError("lab swarm runs in the sim world only: a live run is no function of its seed, so a "
@@ -436,7 +437,7 @@ def cmd_swarm(args: argparse.Namespace) -> int:
 
 
 def cmd_mutants(args: argparse.Namespace) -> int:
-    from lab.mutants.hunt import chosen_mutants, hunt, report_lines
+    from lab.experiments.hunt import chosen_mutants, hunt, report_lines
 
     for flag in ("jobs", "seeds", "shrink_runs"):
         value = getattr(args, flag)
@@ -456,7 +457,7 @@ def cmd_mutants(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from lab.calibrate import DEFAULT_REQUESTS, MIN_REQUESTS, calibrate
+    from lab.experiments.calibrate import DEFAULT_REQUESTS, MIN_REQUESTS, calibrate
 
     cls = backend_class(args.backend)
     requests = DEFAULT_REQUESTS if args.requests is None else args.requests
@@ -475,7 +476,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from lab.runner import run
+    from lab.experiments.runner import run
 
     workload = with_calibration(load_workload(args.workload), args.calibration, args.world)
     backend_class(args.backend)
@@ -491,7 +492,7 @@ def with_calibration(workload: Workload, calibration: str | None, world: str) ->
     if world != "sim":
         raise UsageError("--calibration sets the sim world's CPU model; the live world has a real CPU")
     if calibration != "none":
-        from lab.service import ServiceModel, ServiceModelError
+        from lab.design.service import ServiceModel, ServiceModelError
 
         try:
             ServiceModel.load(calibration)
@@ -502,7 +503,7 @@ def with_calibration(workload: Workload, calibration: str | None, world: str) ->
 
 
 def cmd_fidelity(args: argparse.Namespace) -> int:
-    from lab.fidelity import fidelity, format_table
+    from lab.experiments.fidelity import fidelity, format_table
 
     backend_class(args.backend)
     workload = load_workload(args.workload)
@@ -532,8 +533,8 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from datetime import datetime, timezone
 
-    from lab.paths import runs_dir
-    from lab.report import NoRuns, find_runs, render
+    from lab.history.paths import runs_dir
+    from lab.present.report import NoRuns, find_runs, render
 
     out = args.out
     if out is None:
@@ -558,7 +559,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def _print_result(result) -> int:
     """A run's summary as `lab run` and `lab load` print it; the exit status its verdict gives."""
-    from lab.summary import format_table
+    from lab.judge.summary import format_table
 
     clock = "simulated" if result.world == "sim" else "live"
     rate = result.samples / result.wall_seconds if result.wall_seconds else float("nan")
@@ -596,13 +597,13 @@ def cmd_backends(args: argparse.Namespace) -> int:
 
 
 def cmd_workloads(args: argparse.Namespace) -> int:
-    from lab.workload import scenario_files, standard_workload_files
+    from lab.workloads.spec import scenario_files, standard_workload_files
 
     print("standard workloads (lab compare runs them; files: lab/workloads/):")
     for path in standard_workload_files():
         w = load_workload(path)
         print(f"  {w.name:<26} {w.description}")
-    print("\nfault scenarios (lab matrix runs them; files: lab/scenarios/):")
+    print("\nfault scenarios (lab matrix runs them; files: lab/workloads/scenarios/):")
     for path in scenario_files():
         w = load_workload(path)
         print(f"  {w.name:<26} {w.description}")
@@ -611,7 +612,7 @@ def cmd_workloads(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from lab.compare import compare
+    from lab.experiments.compare import compare
 
     worlds = [w.strip() for w in args.worlds.split(",") if w.strip()]
     bad = [w for w in worlds if w not in ("sim", "live")]
@@ -629,7 +630,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_regress(args: argparse.Namespace) -> int:
-    from lab.regress import DEFAULT_REPEATS, RegressError, choose, default_baseline, regress, text_table, verdict_lines
+    from lab.experiments.regress import DEFAULT_REPEATS, RegressError, choose, default_baseline, regress, text_table, verdict_lines
 
     def names(text: str | None) -> list[str] | None:
         return [n.strip() for n in text.split(",") if n.strip()] if text is not None else None
@@ -651,7 +652,7 @@ def cmd_regress(args: argparse.Namespace) -> int:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    from lab.matrix import invalid_rows, run_matrix
+    from lab.experiments.matrix import invalid_rows, run_matrix
 
     if args.jobs is not None and args.jobs < 1:
         raise UsageError(f"--jobs {args.jobs}: use 1 or more")
@@ -679,8 +680,8 @@ def _option_sets_file(path: Path) -> dict:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from lab import interrupt
-    from lab.mutants import plant_from_environment
+    from lab.worlds import interrupt
+    from lab.design.mutants import plant_from_environment
 
     plant_from_environment(args.design)  # the test hook QUEUE_LAB_MUTANT: off unless set
     try:
@@ -733,7 +734,7 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from lab import interrupt
+    from lab.worlds import interrupt
 
     args = _parser().parse_args(argv)
     previous = interrupt.install()  # SIGTERM (a script's or CI's `kill`) stops a command as Ctrl-C does

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from locust.runners import STATE_MISSING
 
-from lab.record import SAMPLE_SCHEMA
+from lab.history.record import SAMPLE_SCHEMA
 from loadgen.recording import BATCH_NAME, Sink
 
 SAMPLES, STOP, DONE = "lab_samples", "lab_stop", "lab_done"  # Locust custom message types

@@ -1,5 +1,5 @@
 """The request listener: every request a lab user makes, as one row of the lab's sample
-schema (``lab.record.SAMPLE_SCHEMA``), at nanosecond resolution, written to Parquet in
+schema (``lab.history.record.SAMPLE_SCHEMA``), at nanosecond resolution, written to Parquet in
 batches by each Locust process — nothing is held for the whole run.
 
 Locust's own statistics round response times under 100 ms to whole milliseconds; a
@@ -22,7 +22,7 @@ from typing import Any, Callable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lab.record import SAMPLE_SCHEMA
+from lab.history.record import SAMPLE_SCHEMA
 
 BATCH = 20_000  # rows per Parquet file: a worker's memory stays small whatever the run's length
 #: a row's fields, in the order a user's request event carries them

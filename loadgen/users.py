@@ -20,7 +20,7 @@ from typing import Any, Callable
 import gevent
 from locust import User, constant, task
 
-from lab.message import decode, encode, message_id
+from lab.design.message import decode, encode, message_id
 from loadgen.client import LoadClient, Refused, Targets
 from loadgen.recording import process_tag
 

@@ -18,7 +18,7 @@ with the design's statements (``read``, ``insert``, ``update``... as CassieQ's
   message row is, with probability ``late_write_p``, applied and answered only
   ``late_write_s`` later (an API node stalled between claiming its monoton and writing);
   with probability ``ghost_write_p`` it is never applied and never answered (the API node
-  died in between: the monoton is a ghost). A ``late-writes`` fault (``lab.faults``) adds
+  died in between: the monoton is a ghost). A ``late-writes`` fault (``lab.workloads.faults``) adds
   its own chances while it holds the node (``SimWorld.add_late_writes``).
 """
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from lab.runtime import CallTimeout, RemoteError, Runtime, Unreachable
+from lab.design.runtime import CallTimeout, RemoteError, Runtime, Unreachable
 
 if TYPE_CHECKING:
     from models.world import SimRuntime

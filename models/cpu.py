@@ -2,7 +2,7 @@
 
 Each request a server node handles (a stream request, or a message from a peer or a
 client) first takes one of the node's cores, first come first served, and holds it for a
-time drawn from the design's service-time model (``lab.service``) for the request's kind;
+time drawn from the design's service-time model (``lab.design.service``) for the request's kind;
 then the design's code runs, at no further cost in simulated time. Waits inside the
 handler (a blocking read, an fsync, a call to a peer) hold no core: the calibration
 measures CPU time, and the disk and the network have their own models. So queueing for
@@ -26,7 +26,7 @@ import random
 from collections import deque
 from typing import TYPE_CHECKING
 
-from lab.service import ServiceModel
+from lab.design.service import ServiceModel
 from models.awaitables import Await
 
 if TYPE_CHECKING:

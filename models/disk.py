@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 import simpy
 
-from lab.runtime import NodeDown
-from lab.worlds import checked_relative
+from lab.design.runtime import NodeDown
+from lab.worlds.shared import checked_relative
 from models.awaitables import Await
 from models.network import LatencyModel
 

@@ -30,8 +30,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Coroutine, Iterable
 
-from lab.runtime import Accept, CallTimeout, Handler, RemoteError, Unreachable
-from lab.service import message_bytes, message_kind
+from lab.design.runtime import Accept, CallTimeout, Handler, RemoteError, Unreachable
+from lab.design.service import message_bytes, message_kind
 from models.awaitables import Await, to_ns
 from models.streams import SimConnection, SimListeners
 

@@ -28,8 +28,8 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, TypeVar
 
-from lab.runtime import Accept, CallTimeout, ProtocolDrop, ServerConnection, Unreachable
-from lab.service import request_kind
+from lab.design.runtime import Accept, CallTimeout, ProtocolDrop, ServerConnection, Unreachable
+from lab.design.service import request_kind
 from models.awaitables import Await, to_ns
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ for one) reads either clock the same way. Every random draw comes from the world
 one stream per node incarnation, one for the network, one for the disks.
 
 The network is in ``models.network``, the disk in ``models.disk``; the fault verbs that
-``lab.faults`` applies (pause, crash, destroy a disk, cut, lose, delay, late writes) are
+``lab.workloads.faults`` applies (pause, crash, destroy a disk, cut, lose, delay, late writes) are
 public methods of ``SimWorld``.
 """
 
@@ -27,9 +27,9 @@ import random
 import simpy
 from simpy.events import Event as SimPyEvent
 
-from lab.runtime import Boot, Cancelled, NodeDown
-from lab.worlds import as_coroutine, node_random
-from lab.service import ServiceModel
+from lab.design.runtime import Boot, Cancelled, NodeDown
+from lab.worlds.shared import as_coroutine, node_random
+from lab.design.service import ServiceModel
 from models.awaitables import NS, Await, to_ns
 from models.cpu import Cores, NodeCpu
 from models.disk import DiskModel, SimDisk, SimDiskStore
@@ -367,7 +367,7 @@ class SimWorld:
     """Simulated nodes on one SimPy clock, with a simulated network and disks."""
 
     kind = "sim"
-    #: the fault kinds this world applies (lab.faults): all of them
+    #: the fault kinds this world applies (lab.workloads.faults): all of them
     fault_kinds = ("pause", "crash", "partition", "link-delay", "loss", "disk-delay", "gc", "late-writes",
                    "disk-loss")
 
@@ -438,7 +438,7 @@ class SimWorld:
         return value
 
     # ------------------------------------------------------------ fault verbs
-    # What lab.faults applies (the FaultWorld protocol). Every verb has its undo, and
+    # What lab.workloads.faults applies (the FaultWorld protocol). Every verb has its undo, and
     # undoing one of two overlapping faults leaves the other in force.
 
     def pause(self, name: str) -> None:

@@ -1,5 +1,5 @@
 """A real CassieQ server for tests: ``lab serve cassieq`` as a child process on free
-loopback ports (``lab.live.processes.ServerProcess``, which reads its ready line
+loopback ports (``lab.worlds.live.processes.ServerProcess``, which reads its ready line
 ``ready cassieq http=<port> admin=<port>``), with clients for its two APIs."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 
 from lab.backends.cassieq.client import AdminClient, CassieqClient, Scheme
-from lab.live.processes import ServerProcess
+from lab.worlds.live.processes import ServerProcess
 
 TIMEOUT = 10.0  # seconds for one request: a busy machine, never a hang
 

@@ -7,7 +7,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def spark():
-    from lab.spark import spark_session, stop_session
+    from lab.aggregate.spark import spark_session, stop_session
 
     session = spark_session("local[2]")
     yield session

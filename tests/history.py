@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from lab.record import Recorder
+from lab.history.record import Recorder
 
 
 def history(*ops: tuple) -> pa.Table:
@@ -19,9 +19,9 @@ def history(*ops: tuple) -> pa.Table:
 
 
 def with_faults(table: pa.Table, *faults: tuple[str, str, int, int | None]) -> pa.Table:
-    """``table`` with fault rows (``lab.phases``): each (kind, nodes, start_ns, heal_ns or None)."""
-    from lab.phases import HEAL, NEMESIS, START, fault_text
-    from lab.record import FAULT_OP
+    """``table`` with fault rows (``lab.history.phases``): each (kind, nodes, start_ns, heal_ns or None)."""
+    from lab.history.phases import HEAL, NEMESIS, START, fault_text
+    from lab.history.record import FAULT_OP
 
     rec = Recorder("test-run", "sim", "hand", "hand-made")
     for number, (kind, nodes, start, heal) in enumerate(faults):

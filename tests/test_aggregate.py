@@ -12,12 +12,12 @@ import pytest
 
 from pyspark.sql import functions as F
 
-from lab.aggregate import (CHECK_COLUMNS, QUANTILES, SUMMARY_COLUMNS, aggregate, load_samples, messages_pass,
+from lab.aggregate.pipeline import (CHECK_COLUMNS, QUANTILES, SUMMARY_COLUMNS, aggregate, load_samples, messages_pass,
                            operations_pass, percentiles, run_manifests, single_run, with_verdicts)
-from lab.checker import check
-from lab.record import ALPHA, Recorder, read_samples, write_samples
-from lab.runner import run
-from lab.workload import parse_workload
+from lab.judge.checker import check
+from lab.history.record import ALPHA, Recorder, read_samples, write_samples
+from lab.experiments.runner import run
+from lab.workloads.spec import parse_workload
 from tests.history import history
 
 

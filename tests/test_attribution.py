@@ -1,4 +1,4 @@
-"""Which fault, lease or release explains each anomaly (``lab.attribution``), on hand-made
+"""Which fault, lease or release explains each anomaly (``lab.judge.attribution``), on hand-made
 histories: a fault excuses only the messages it could have hurt."""
 
 from __future__ import annotations
@@ -7,10 +7,9 @@ import numpy as np
 import pytest
 import pyarrow as pa
 
-from lab.attribution import attribute, failed_operations
-from lab.record import mask, message_codes
-from lab.verdict import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CLOSED, CUT, FIFO, HOLDERS, NO_ORDER, Allowance,
-                         Promises)
+from lab.judge.attribution import attribute, failed_operations
+from lab.history.record import mask, message_codes
+from lab.design.promises import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CLOSED, CUT, FIFO, HOLDERS, NO_ORDER, Allowance, Promises)
 from tests.history import history, with_faults
 
 MS = 1_000_000

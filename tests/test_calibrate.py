@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from lab.backends import REGISTRY, backend_class
+from lab.design.registry import REGISTRY, backend_class
 from lab.backends.ideal.core import IdealQueue, Put
-from lab.calibrate import SIZES, Cycles, calibrate
+from lab.experiments.calibrate import SIZES, Cycles, calibrate
 from lab.cli import main
-from lab.service import ServiceModel
+from lab.design.service import ServiceModel
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,7 +45,7 @@ def test_ideal_calibration_writes_a_file_the_sim_world_loads(tmp_path):
 def _sim_kinds(backend: str, cycles: int, monkeypatch) -> set[str]:
     """The kinds the sim world's CPU charges for the calibration's operations on ``backend``."""
     from models.cpu import NodeCpu
-    from lab.runner import make_world
+    from lab.experiments.runner import make_world
 
     seen: set[str] = set()
     serve = NodeCpu.serve

@@ -21,9 +21,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from lab.backends.cassieq.client import AdminClient, AsyncCassieqClient, CassieqError
-from lab.live.processes import ServerProcess
-from lab.runner import RunResult, run
-from lab.workload import parse_workload
+from lab.worlds.live.processes import ServerProcess
+from lab.experiments.runner import RunResult, run
+from lab.workloads.spec import parse_workload
 
 ACCOUNT = "parallel"
 QUEUE = "work"

@@ -15,9 +15,9 @@ from pathlib import Path
 import yaml
 
 from lab.backends.cassieq.driver import CassieqBackend
-from lab.record import read_samples
-from lab.runner import make_world, run
-from lab.workload import parse_workload
+from lab.history.record import read_samples
+from lab.experiments.runner import make_world, run
+from lab.workloads.spec import parse_workload
 
 ROOT = Path(__file__).resolve().parents[1]
 # Seed 6 showed it first; since CassieQ's client waits for a queue another client is still
@@ -28,7 +28,7 @@ LOST = "p0:155"  # put at 2.02 s, leased by a get cut at 2.2 s, back at 7.2 s
 
 def _split_flapping_at_1s():
     """The scenario as it was run (the split from 1.0 s), whatever its draw of the start is now."""
-    spec = yaml.safe_load((ROOT / "lab/scenarios/split-flapping.yaml").read_text())
+    spec = yaml.safe_load((ROOT / "lab/workloads/scenarios/split-flapping.yaml").read_text())
     spec["seed"] = SEED
     spec["faults"] = [{"fault": "partition", "at": 1.0, "duration": 2.0, "target": "server", "flap": 0.2}]
     return parse_workload(spec, "split-flapping")

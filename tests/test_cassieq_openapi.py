@@ -17,7 +17,7 @@ import pytest
 
 from lab.backends.cassieq.client import AdminClient
 from lab.backends.cassieq.wire.api import QueueApi
-from lab.live.processes import ServerProcess
+from lab.worlds.live.processes import ServerProcess
 
 ACCOUNT = "fuzzed"
 HTTP_METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
@@ -30,7 +30,7 @@ KNOWN = {
     # _whole, wire/api.py's update). And a pop receipt's pattern admits Base64 that does
     # not decode to "<monoton>:<version>:<tag>" (no schema can say that): a 400.
     "ST202",
-    # lab.wire.http answers a method it does not know (QUERY) with 400, not 405
+    # lab.design.http answers a method it does not know (QUERY) with 400, not 405
     "ST204",
 }
 MAX_EXAMPLES = 40

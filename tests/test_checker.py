@@ -6,9 +6,9 @@ import itertools
 
 from hypothesis import given, strategies as st
 
-from lab.bench.checker import count_inversions  # the old per-stream check, now the benchmark's peer
-from lab.checker import check
-from lab.verdict import RunFacts
+from lab.experiments.bench.checker import count_inversions  # the old per-stream check, now the benchmark's peer
+from lab.judge.checker import check
+from lab.judge.verdict import RunFacts
 from tests.history import history, with_faults
 
 

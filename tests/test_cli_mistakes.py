@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from lab.cli import main
-from lab.workload import standard_workload_files
+from lab.workloads.spec import standard_workload_files
 
 SMALL = "name: small\nproducers: 1\nconsumers: 1\nrate: 500\nduration: 0.4\nseed: 3\n"
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-import lab.spark
+import lab.aggregate.spark
 from lab.cli import main
-from lab.compare import compare
-from lab.plots import latency_figure
-from lab.workload import parse_workload
+from lab.experiments.compare import compare
+from lab.present.plots import latency_figure
+from lab.workloads.spec import parse_workload
 
 # A closed-loop burst with a pause: queuefka's consumers fall behind, so the end-to-end
 # latency of the measured phases differs from the whole run's (the drain empties a backlog).
@@ -28,7 +28,7 @@ START_UP_LINES = ("Setting default log level", "To adjust logging level", "Using
 
 
 def test_nothing_to_run_fails_before_anything_starts(tmp_path, capsys):
-    session = lab.spark._session
+    session = lab.aggregate.spark._session
     out = tmp_path / "cmp"
     code = main(["compare", "--worlds", "live", "--workloads", str(GC_PAUSE), "--backends", "ideal",
                  "--out", str(out), "--no-progress"])
@@ -38,7 +38,7 @@ def test_nothing_to_run_fails_before_anything_starts(tmp_path, capsys):
     assert ("gc-pause on ideal in the live world: the live world applies faults to server processes, "
             "and ideal has none (it runs in the runner's process)") in err
     assert "Traceback" not in err
-    assert not out.exists() and lab.spark._session is session  # no run, no folder, no (new) Spark
+    assert not out.exists() and lab.aggregate.spark._session is session  # no run, no folder, no (new) Spark
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +79,7 @@ def test_combinations_that_cannot_run_are_named_one_line_each(comparison):
 
 
 def test_spark_starts_without_its_start_up_lines_and_errors_still_show():
-    code = ("from lab.spark import spark_session\n"
+    code = ("from lab.aggregate.spark import spark_session\n"
             "s = spark_session('local[1]')\n"
             "assert s.range(3).count() == 3\n"
             "s.sparkContext._jvm.org.apache.logging.log4j.LogManager.getLogger('queue-lab').error('a real error')\n"

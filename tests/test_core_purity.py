@@ -12,7 +12,7 @@ which runs only when a caller asks for a name it loads lazily (Queuefka's packag
 its plain-file library that way). Third-party and standard-library modules are not walked
 into (``logging`` uses threads; a core may log).
 
-``lab.runtime`` is the port and is walked like any module, with one exception: its
+``lab.design.runtime`` is the port and is walked like any module, with one exception: its
 ``from asyncio import CancelledError`` (the name of cancellation both worlds raise).
 """
 
@@ -27,7 +27,7 @@ import pytest
 FORBIDDEN = {"asyncio", "socket", "time", "random", "os", "threading", "gc", "simpy", "selectors", "uvloop",
              "models"}
 #: (module, imported module, names): the only forbidden imports allowed, exactly as written.
-ALLOWED = {("lab.runtime", "asyncio", ("CancelledError",))}
+ALLOWED = {("lab.design.runtime", "asyncio", ("CancelledError",))}
 ROOT = Path(__file__).resolve().parents[1]
 BACKENDS = ROOT / "lab" / "backends"
 PROJECT = ("lab",)  # walked into; "models" is refused before it would be
@@ -42,8 +42,8 @@ class Import:
 
 def core_files(backends: Path = BACKENDS) -> list[Path]:
     """Every module of a core/ or wire/ package, every single-file core.py, and the wire
-    protocols the designs share (``lab/wire/``)."""
-    shared = sorted((backends.parent / "wire").glob("*.py")) if backends == BACKENDS else []
+    protocol the designs share (``lab/design/http.py``)."""
+    shared = [backends.parent / "design" / "http.py"] if backends == BACKENDS else []
     return sorted(backends.glob("*/core/*.py")) + sorted(backends.glob("*/core.py")) + sorted(
         backends.glob("*/wire/*.py")) + shared
 
@@ -151,10 +151,10 @@ def test_core_reaches_no_os_clock_or_world(path):
 
 
 def test_the_port_is_walked_and_allows_only_the_name_of_cancellation():
-    runs = [(i.module, i.names) for i in imports_of(ROOT / "lab" / "runtime.py", "lab.runtime")
+    runs = [(i.module, i.names) for i in imports_of(ROOT / "lab" / "design" / "runtime.py", "lab.design.runtime")
             if i.module.split(".")[0] in FORBIDDEN]
     assert runs == [("asyncio", ("CancelledError",))]
-    assert forbidden_chains(ROOT / "lab" / "runtime.py") == []
+    assert forbidden_chains(ROOT / "lab" / "design" / "runtime.py") == []
 
 
 def _package(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -198,12 +198,13 @@ def test_the_walk_catches_a_package_run_on_the_way_and_models(tmp_path):
 def test_the_exception_is_one_import_of_the_port_only(tmp_path):
     root = _package(tmp_path, {
         "__init__.py": "",
-        "runtime.py": "from asyncio import CancelledError, sleep\n",
+        "design/__init__.py": "",
+        "design/runtime.py": "from asyncio import CancelledError, sleep\n",
         "backends/__init__.py": "",
         "backends/toy/__init__.py": "",
-        "backends/toy/core/__init__.py": "from asyncio import CancelledError\nfrom lab import runtime\n",
+        "backends/toy/core/__init__.py": "from asyncio import CancelledError\nfrom lab.design import runtime\n",
     })
     assert forbidden_chains(root / "lab/backends/toy/core/__init__.py", root) == [
         "toy/core/__init__.py -> asyncio (line 1)",
-        "toy/core/__init__.py -> lab.runtime -> asyncio (line 1)",
+        "toy/core/__init__.py -> lab.design.runtime -> asyncio (line 1)",
     ]

@@ -11,9 +11,9 @@ import dataclasses
 
 import pytest
 
-from lab.mutants import plant
-from lab.runner import run
-from lab.workload import Workload, load_workload
+from lab.design.mutants import plant
+from lab.experiments.runner import run
+from lab.workloads.spec import Workload, load_workload
 
 CRASHES = ("crash-one", "crash-all", "crash-torn", "ack-before-durable-crash")
 OLD_AT = 2.0  # where every crash scenario crashed before its time became a range

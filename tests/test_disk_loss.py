@@ -1,4 +1,4 @@
-"""The disk-loss fault (``lab.faults.DiskLoss``): a node crashes and its disk is destroyed.
+"""The disk-loss fault (``lab.workloads.faults.DiskLoss``): a node crashes and its disk is destroyed.
 
 In both worlds the node's files are gone, fsynced ones too, and it boots again on the empty
 disk and serves; the history names the node and the kind. Under it a single server loses
@@ -17,15 +17,15 @@ from pathlib import Path
 import pytest
 
 from lab.backends.primer.driver import PrimerBackend
-from lab.faults import Cast, parse_fault
-from lab.live import LiveWorld
-from lab.live.disk import destroy, durable_ledger_path, fsync_delay_path
-from lab.mutants import plant
-from lab.phases import fault_events
-from lab.record import read_samples
-from lab.runner import run
-from lab.verdict import ALLOWED, INVALID, VALID
-from lab.workload import parse_workload
+from lab.workloads.faults import Cast, parse_fault
+from lab.worlds.live import LiveWorld
+from lab.worlds.live.disk import destroy, durable_ledger_path, fsync_delay_path
+from lab.design.mutants import plant
+from lab.history.phases import fault_events
+from lab.history.record import read_samples
+from lab.experiments.runner import run
+from lab.judge.verdict import ALLOWED, INVALID, VALID
+from lab.workloads.spec import parse_workload
 from models.network import LatencyModel
 from models.world import SimConfig, SimWorld
 

@@ -1,4 +1,4 @@
-"""Fault kinds (lab.faults) applied to and healed in the sim world: partition shapes cut
+"""Fault kinds (lab.workloads.faults) applied to and healed in the sim world: partition shapes cut
 exactly their links, targets come from the seed, faults compose, a world refuses the kinds
 it cannot apply before a run starts, and a fault's start given as a range is drawn per seed
 and fault number, refused by name when it is not a range of seconds."""
@@ -11,12 +11,12 @@ import random
 
 import pytest
 
-from lab.faults import REGISTRY, Cast, FieldError, parse_fault
-from lab.nemesis import Nemesis, timed
-from lab.record import PHASES, Recorder, read_samples
-from lab.runner import fault_refusal, run
-from lab.runtime import CallTimeout
-from lab.workload import WorkloadError, parse_workload
+from lab.workloads.faults import REGISTRY, Cast, FieldError, parse_fault
+from lab.workloads.nemesis import Nemesis, timed
+from lab.history.record import PHASES, Recorder, read_samples
+from lab.experiments.runner import fault_refusal, run
+from lab.design.runtime import CallTimeout
+from lab.workloads.spec import WorkloadError, parse_workload
 from models.disk import DiskModel
 from models.network import LatencyModel
 from models.world import SimConfig, SimWorld
@@ -247,7 +247,7 @@ def test_every_kind_is_registered_and_the_sim_world_applies_them_all():
 
 
 def test_a_kind_the_world_cannot_apply_is_refused_before_the_run(tmp_path, monkeypatch):
-    from lab.live import LiveWorld
+    from lab.worlds.live import LiveWorld
 
     w = parse_workload({"name": "f", "duration": 0.2, "faults": [
         {"fault": "disk-delay", "at": 0.05, "duration": 0.1, "ms": 1},
@@ -264,7 +264,7 @@ def test_a_kind_the_world_cannot_apply_is_refused_before_the_run(tmp_path, monke
 
 
 def test_aggregate_counts_no_fault_row_as_an_operation(spark, tmp_path):
-    from lab.aggregate import aggregate
+    from lab.aggregate.pipeline import aggregate
 
     w = parse_workload({"name": "agg", "producers": 2, "consumers": 1, "rate": 2000, "duration": 0.5, "seed": 3,
                         "faults": [{"fault": "pause", "at": 0.2, "duration": 0.1}]})

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from lab.cli import main
-from lab.fidelity import GOAL, fidelity, format_table
-from lab.workload import parse_workload
+from lab.experiments.fidelity import GOAL, fidelity, format_table
+from lab.workloads.spec import parse_workload
 
 CALIBRATION = {"cores": 1, "default": {"dist": "const", "us": 40},
                "network": {"dist": "constant", "ms": 0.03}}

@@ -23,8 +23,8 @@ from typing import Callable
 
 import pytest
 
-from lab import interrupt
-from lab.report import NoRuns, find_runs
+from lab.worlds import interrupt
+from lab.present.report import NoRuns, find_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 STOP_WITHIN = 5.0  # seconds from the signal to the exit, as the issue asks
@@ -248,8 +248,8 @@ def test_a_swarm_killed_with_kill_9_leaves_no_worker_behind(tmp_path):
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory) -> Path:
-    from lab.runner import run
-    from lab.workload import parse_workload
+    from lab.experiments.runner import run
+    from lab.workloads.spec import parse_workload
 
     folder = tmp_path_factory.mktemp("runs") / "a-run"
     workload = parse_workload({"name": "tiny", "producers": 1, "consumers": 1, "rate": 200, "duration": 0.5,
@@ -262,7 +262,7 @@ def finished_run(tmp_path_factory) -> Path:
 def test_report_and_aggregate_skip_an_interrupted_folder_by_name(finished_run, tmp_path, capsys):
     import shutil
 
-    from lab.aggregate import sample_files
+    from lab.aggregate.pipeline import sample_files
     from lab.cli import main
 
     good = tmp_path / "good"
@@ -305,7 +305,7 @@ def test_marking_a_folder_of_runs_removes_the_runs_a_killed_worker_left_unfinish
 
 CLEAN_UP_ONCE = """
 import os, signal, sys, time
-from lab import interrupt
+from lab.worlds import interrupt
 interrupt._in_worker = False
 for sig in (signal.SIGINT, signal.SIGTERM):
     signal.signal(sig, interrupt._worker_signal)

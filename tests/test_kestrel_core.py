@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from lab.backends.kestrel.config import ConfigError, ServerConfig, config_from_mapping, load_config
 from lab.backends.kestrel.core.collection import QueueCollection
 from lab.backends.kestrel.wire.protocol import MemcacheParser, ProtocolDrop, TextParser
-from lab.runner import run
-from lab.storage import RuntimeStore
-from lab.workload import parse_workload
+from lab.experiments.runner import run
+from lab.design.storage import RuntimeStore
+from lab.workloads.spec import parse_workload
 from models.world import SimWorld
 
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from lab.backends.kestrel.dump import NotAJournal, qdump, render
 from lab.backends.kestrel.core.journal import (Add, ConfirmRemove, Continue, Item, Journal, Remove, RemoveTentative,
                                           SaveXid, SyncPolicy, Unremove, decode, encode, iter_records, queue_names)
-from lab.live.disk import FileStore
+from lab.worlds.live.disk import FileStore
 
 
 def records_of(path: Path) -> list:

@@ -9,10 +9,10 @@ import pyarrow.compute as pc
 import pytest
 
 from lab.cli import main
-from lab.load import run_load, split_users
-from lab.record import read_samples
-from lab.verdict import ALLOWED, VALID
-from lab.workload import WorkloadError
+from lab.experiments.load import run_load, split_users
+from lab.history.record import read_samples
+from lab.judge.verdict import ALLOWED, VALID
+from lab.workloads.spec import WorkloadError
 
 
 def _quiet(*_: object) -> None:
@@ -56,7 +56,7 @@ def test_kestrel_with_sync_journal_always_loses_nothing_under_a_pause_and_a_kill
 @pytest.mark.parametrize("backend", ["kestrel", "primer"])
 def test_released_messages_come_back_once_and_the_run_stays_valid(tmp_path, backend):
     """A release hands the message back: its redelivery is no duplicate, and Kestrel's FIFO
-    holds for every message that was not released (lab.checker)."""
+    holds for every message that was not released (lab.judge.checker)."""
     result = run_load(backend, users=4, spawn_rate=50, duration=2, release_p=0.3, out=tmp_path / "run", echo=_quiet)
     v = result.verdict
     assert v.judgement.verdict == VALID and v.duplicated == 0 and v.lost == 0, v.judgement.reason

@@ -15,10 +15,10 @@ import pytest
 from pymemcache.client.base import Client
 
 from lab.cli import main
-from lab.live.processes import ServerProcess
-from lab.load import run_load
-from lab.record import read_samples
-from lab.verdict import VALID
+from lab.worlds.live.processes import ServerProcess
+from lab.experiments.load import run_load
+from lab.history.record import read_samples
+from lab.judge.verdict import VALID
 
 
 def _free_port() -> int:

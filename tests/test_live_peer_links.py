@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from lab.backends.ideal.core import Put
-from lab.live.net import BadFrame, encode_frame, read_frame, safe_loads
-from lab.live.proxy import DOWN, UP
-from lab.live.world import LiveWorld
-from lab.runtime import CallTimeout, RemoteError
+from lab.worlds.live.net import BadFrame, encode_frame, read_frame, safe_loads
+from lab.worlds.live.proxy import DOWN, UP
+from lab.worlds.live.world import LiveWorld
+from lab.design.runtime import CallTimeout, RemoteError
 
 
 def run(world: LiveWorld, body):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from lab.live import LiveWorld
-from lab.live.disk import LiveDisk, durable_sizes, power_cut
+from lab.worlds.live import LiveWorld
+from lab.worlds.live.disk import LiveDisk, durable_sizes, power_cut
 
 
 def test_a_power_cut_keeps_what_was_fsynced_and_follows_renames_truncates_and_removes(tmp_path: Path):

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from lab.live.proxy import DOWN, RETRANSMIT, UP, LinkProxy
+from lab.worlds.live.proxy import DOWN, RETRANSMIT, UP, LinkProxy
 
 
 async def echo_server() -> tuple[asyncio.Server, int]:
@@ -123,7 +123,7 @@ def test_a_link_to_a_server_that_is_down_is_closed():
 
 
 def test_live_links_route_clients_through_proxies_and_faults_compose_per_link():
-    from lab.live.proxy import LiveLinks
+    from lab.worlds.live.proxy import LiveLinks
 
     async def main():
         server, port = await echo_server()

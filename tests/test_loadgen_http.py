@@ -15,8 +15,8 @@ from typing import Any, Iterator
 
 import pytest
 
-from lab.live.processes import ServerProcess
-from lab.message import encode
+from lab.worlds.live.processes import ServerProcess
+from lab.design.message import encode
 from loadgen.client import Refused
 from loadgen.designs import cassieq, primer, queuefka
 from loadgen.recording import read_worker_samples

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.live.processes import ServerProcess
+from lab.worlds.live.processes import ServerProcess
 from loadgen.client import Refused
 from loadgen.designs.kestrel import KestrelBatchClient, KestrelLoadClient, make_client, read_monitor
 from loadgen.recording import read_worker_samples

@@ -10,12 +10,12 @@ import csv
 import pytest
 
 from lab.cli import main
-from lab.matrix import run_matrix
-from lab.mutants import plant
-from lab.phases import fault_text
-from lab.record import Recorder
-from lab.recovery import time_to_recover
-from lab.verdict import ALLOWED, VALID
+from lab.experiments.matrix import run_matrix
+from lab.design.mutants import plant
+from lab.history.phases import fault_text
+from lab.history.record import Recorder
+from lab.judge.recovery import time_to_recover
+from lab.judge.verdict import ALLOWED, VALID
 
 MS = 1_000_000
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from lab import message
+from lab.design import message
 
 
 def test_round_trip_and_padding():

@@ -1,4 +1,4 @@
-"""Planted bugs (``lab.mutants``) and the hunt that measures the lab's power to catch them
+"""Planted bugs (``lab.design.mutants``) and the hunt that measures the lab's power to catch them
 (``lab mutants``): a mutant is planted and undone, reaches a server process only through
 the test hook, is named in its runs' manifests; the hunt catches, shrinks, runs the
 controls, and fails on a miss and on a false alarm."""
@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from lab import mutants
+from lab.design import mutants
 from lab.backends.ideal.core import IdealQueue
 from lab.cli import main
-from lab.mutants import ENV, Mutant, Patch, UnknownMutant, catalogue, plant, plant_from_environment
-from lab.mutants.hunt import hunt, report_lines
-from lab.runner import run
-from lab.workload import load_workload, parse_workload
+from lab.design.mutants import ENV, Mutant, Patch, UnknownMutant, catalogue, plant, plant_from_environment
+from lab.experiments.hunt import hunt, report_lines
+from lab.experiments.runner import run
+from lab.workloads.spec import load_workload, parse_workload
 
 SHORT = {"name": "short", "producers": 2, "consumers": 2, "rate": 1000, "duration": 1, "warmup": 0.2,
          "ack": "reliable", "seed": 1}
@@ -63,7 +63,7 @@ def test_a_run_with_a_planted_mutant_is_invalid_and_says_so_in_its_manifest_and_
 
 
 def test_the_hook_plants_in_a_server_process_only_the_mutant_of_its_own_design():
-    probe = ("from lab.mutants import plant_from_environment as p; from lab.backends.ideal.core import IdealQueue as Q;"
+    probe = ("from lab.design.mutants import plant_from_environment as p; from lab.backends.ideal.core import IdealQueue as Q;"
              "before = Q.get; print(p('kestrel'), Q.get is before, p('ideal'), Q.get is before)")
     env = {**os.environ, ENV: "ideal-skips-the-head"}
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
@@ -138,7 +138,7 @@ def test_a_mistake_in_the_command_is_one_line_and_writes_nothing(tmp_path, capsy
 
 
 def test_a_scenario_whose_fault_start_is_a_range_becomes_the_time_its_seed_draws():
-    from lab.mutants.hunt import scenario_mapping
+    from lab.experiments.hunt import scenario_mapping
 
     for seed in (1, 2):
         drawn = load_workload("crash-one").with_seed(seed).faults[0].at

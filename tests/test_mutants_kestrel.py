@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from lab.mutants import catalogue, plant
-from lab.runner import run
-from lab.verdict import INVALID
-from lab.workload import load_workload
+from lab.design.mutants import catalogue, plant
+from lab.experiments.runner import run
+from lab.judge.verdict import INVALID
+from lab.workloads.spec import load_workload
 
 #: mutant -> what its catching run's reason must say: the broken promise, in the verdict's words
 BROKEN = {

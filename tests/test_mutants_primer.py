@@ -14,11 +14,11 @@ import pytest
 
 from lab.backends.primer.core.queues import Queues
 from lab.backends.primer.core.replica import Replica
-from lab.mutants import catalogue, plant
+from lab.design.mutants import catalogue, plant
 from lab.backends.primer import mutants as primer_mutants
-from lab.runner import run
-from lab.verdict import INVALID
-from lab.workload import load_workload
+from lab.experiments.runner import run
+from lab.judge.verdict import INVALID
+from lab.workloads.spec import load_workload
 
 LOST = ("acknowledged messages that no fault explains",
         "promises no loss of an acknowledged message but under a fault that could have hurt it")

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from lab.mutants import catalogue, plant
-from lab.runner import run
-from lab.verdict import INVALID
-from lab.workload import load_workload
+from lab.design.mutants import catalogue, plant
+from lab.experiments.runner import run
+from lab.judge.verdict import INVALID
+from lab.workloads.spec import load_workload
 
 MUTANTS = catalogue(["queuefka"])
 DURABLE = {"fsync": "always"}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lab.notebook_faults import FAMILIES, family_scenarios, phase_seconds
-from lab.workload import load_workload, scenario_files
+from lab.present.notebook_faults import FAMILIES, family_scenarios, phase_seconds
+from lab.workloads.spec import load_workload, scenario_files
 
 
 def test_every_scenario_belongs_to_exactly_one_family_by_its_fault_kinds():
@@ -38,8 +38,8 @@ def test_phase_seconds_follow_the_phase_rules(faults, expected):
 def fake_result(rows):
     import pandas as pd
 
-    from lab.matrix import Matrix
-    from lab.notebook_faults import FamilyRun
+    from lab.experiments.matrix import Matrix
+    from lab.present.notebook_faults import FamilyRun
 
     runs = pd.DataFrame([{"run_id": f"{r['backend']}-{r['scenario']}-s{s}", "label": r["backend"],
                           "scenario": r["scenario"], "seed": s} for r in rows for s in (1, 2)])
@@ -54,7 +54,7 @@ def cell(backend, scenario, verdict="valid", lost=0, duplicated=0, inversions=0,
 def test_the_answer_says_who_lost_duplicated_and_how_the_fault_phase_compares():
     import pandas as pd
 
-    from lab.notebook_faults import answer
+    from lab.present.notebook_faults import answer
 
     result = fake_result([cell("kestrel", "crash-all", "allowed", lost=600), cell("kestrel", "crash-one"),
                           cell("primer", "crash-all", duplicated=3, inversions=40, late=False),

@@ -6,9 +6,9 @@ import numpy as np
 import pyarrow.compute as pc
 import pytest
 
-from lab.record import read_samples
-from lab.runner import DRAIN_CONSUMER, run
-from lab.workload import WorkloadError, parse_workload
+from lab.history.record import read_samples
+from lab.experiments.runner import DRAIN_CONSUMER, run
+from lab.workloads.spec import WorkloadError, parse_workload
 
 # 20,000 puts/s on one producer: a mean gap of 50 µs against a round trip of about 200 µs
 OPEN = {"name": "open", "producers": 1, "consumers": 1, "rate": 20_000, "arrivals": "poisson", "duration": 0.3,

@@ -1,4 +1,4 @@
-"""The real-time order check (``lab.order``): against its definition by brute force on random
+"""The real-time order check (``lab.judge.order``): against its definition by brute force on random
 histories, on hand-made ones, and on runs — the open-loop runs that the per-stream check
 called invalid, and a planted bug (the mutant ``ideal-skips-the-head``) it must catch."""
 
@@ -9,14 +9,15 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from lab.bench.checker import peer_stream_reordering, synthetic_history
-from lab.checker import check
-from lab.order import _argsort, _dominance, check_order, overtakers, reordering
-from lab.record import Recorder, message_codes, read_samples
-from lab.runner import CHECKED_COLUMNS, run
-from lab.verdict import FIFO_PER_CONSUMER, RunFacts
-from lab.workload import parse_workload
-from lab.mutants import plant
+from lab.experiments.bench.checker import peer_stream_reordering, synthetic_history
+from lab.judge.checker import check
+from lab.judge.order import _argsort, _dominance, check_order, overtakers, reordering
+from lab.history.record import Recorder, message_codes, read_samples
+from lab.experiments.runner import CHECKED_COLUMNS, run
+from lab.design.promises import FIFO_PER_CONSUMER
+from lab.judge.verdict import RunFacts
+from lab.workloads.spec import parse_workload
+from lab.design.mutants import plant
 
 COLUMNS = ("op", "client", "queue", "msg_id", "t_start_ns", "latency_ns", "outcome")
 
@@ -31,7 +32,7 @@ def table(rows: list[tuple]) -> pa.Table:
 
 def before(end: int, began: int, other: int) -> bool:
     """A call [began, end] (ns) came before a call invoked at ``other``: it ended earlier, or
-    in that very nanosecond having taken time (``lab.order``: a client's next call begins in
+    in that very nanosecond having taken time (``lab.judge.order``: a client's next call begins in
     the nanosecond its last one returned)."""
     return end < other or (end == other and end > began)
 

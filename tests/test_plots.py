@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from lab.backends import REGISTRY
-from lab.plots import WORLD_STYLES, colour, latency_figure
+from lab.design.registry import REGISTRY
+from lab.present.plots import WORLD_STYLES, colour, latency_figure
 
 MS = 1e6
 rng = np.random.default_rng(7)
@@ -83,8 +83,8 @@ def synthetic_run(pause=(2.0, 2.4), end_s=4.0, rate=1000):
     pause, five puts just after it held as long as the pause; a fault's start and heal rows."""
     import pyarrow as pa
 
-    from lab.phases import fault_text
-    from lab.record import SAMPLE_SCHEMA
+    from lab.history.phases import fault_text
+    from lab.history.record import SAMPLE_SCHEMA
 
     t0 = 1_700_000_000 * 10**9  # epoch ns, as the live world writes them
     rows = []
@@ -122,7 +122,7 @@ def band_of(patch) -> tuple[float, float]:
 
 
 def test_a_timeline_shows_throughput_and_latency_per_bin_with_the_fault_shaded_and_labelled():
-    from lab.plots import FAULT_COLOUR, fault_spans, timeline_figure
+    from lab.present.plots import FAULT_COLOUR, fault_spans, timeline_figure
 
     samples = synthetic_run()
     spans = fault_spans(samples)
@@ -161,7 +161,7 @@ def test_a_timeline_shows_throughput_and_latency_per_bin_with_the_fault_shaded_a
 
 
 def test_a_timeline_switches_to_seconds_and_refuses_nonsense():
-    from lab.plots import timeline_figure
+    from lab.present.plots import timeline_figure
 
     samples = synthetic_run(pause=(1.0, 3.5))  # the held puts take 2.5 s
     bottom = timeline_figure(samples).axes[1]
@@ -178,7 +178,7 @@ def test_a_timeline_switches_to_seconds_and_refuses_nonsense():
 def test_fault_bands_label_each_fault():
     from matplotlib.figure import Figure
 
-    from lab.plots import fault_bands
+    from lab.present.plots import fault_bands
 
     ax = Figure().subplots()
     ax.set_xlim(0, 10)
@@ -192,7 +192,7 @@ def test_fault_bands_label_each_fault():
 def test_the_verdict_heatmap_colours_each_cell_by_its_verdict_and_writes_its_numbers(tmp_path):
     from matplotlib.colors import to_hex
 
-    from lab.plots import VERDICT_COLOURS, verdict_heatmap
+    from lab.present.plots import VERDICT_COLOURS, verdict_heatmap
 
     cells = {("kestrel syncJournal=never", "crash-all"): ("allowed", "600/0"),
              ("kestrel syncJournal=never", "split-one"): ("valid", "0/0"),
@@ -214,7 +214,7 @@ def test_the_verdict_heatmap_colours_each_cell_by_its_verdict_and_writes_its_num
 def test_throughput_bars_are_p50_with_a_p5_to_p95_whisker_in_the_design_colour():
     from matplotlib.figure import Figure
 
-    from lab.plots import throughput_bars
+    from lab.present.plots import throughput_bars
 
     ax = Figure().subplots()
     throughput_bars(ax, [{"design": "kestrel", "world": "sim", "p5": 900, "p50": 1000, "p95": 1100},
@@ -237,7 +237,7 @@ def matplotlib_rgb(hex_colour: str):
 
 
 def test_the_compare_figure_has_a_column_per_workload_and_the_verdicts_below(tmp_path):
-    from lab.plots import compare_figure
+    from lab.present.plots import compare_figure
 
     series = {("kestrel", "sim"): spread(0.2, 2), ("kestrel", "live"): spread(0.3, 5)}
     fig = compare_figure(
@@ -260,7 +260,7 @@ def test_the_compare_figure_has_a_column_per_workload_and_the_verdicts_below(tmp
 
 
 def test_the_phase_figure_puts_each_phase_of_a_design_in_its_slot_and_shades_the_fault():
-    from lab.plots import FAULT_COLOUR, PHASE_MARKERS, phase_figure
+    from lab.present.plots import FAULT_COLOUR, PHASE_MARKERS, phase_figure
 
     latency = [{"label": label, "design": label.split()[0], "op": op, "phase": phase,
                 "p50_ns": (5e6 if phase == "fault" else 1e6) * k, "p99_ns": (2e9 if phase == "fault" else 4e6) * k}

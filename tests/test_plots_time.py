@@ -1,4 +1,4 @@
-"""The live-vs-sim and load-test charts (lab.plots' last section), checked on the figure
+"""The live-vs-sim and load-test charts (lab.present.plots' last section), checked on the figure
 objects: a design's colour, a world's line style, the axes' labels, the goal bands."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lab.backends import REGISTRY
-from lab.plots import WORLD_STYLES, ratio_figure, saturation_figure, series_figure
+from lab.design.registry import REGISTRY
+from lab.present.plots import WORLD_STYLES, ratio_figure, saturation_figure, series_figure
 
 
 def lines_of(ax) -> dict[str, object]:

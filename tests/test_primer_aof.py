@@ -17,9 +17,9 @@ from lab.backends.primer.core.aof import (HEADER, MAX_PAYLOAD, Ack, AofFile, App
                                           CorruptFile, HighWatermark, LogCreated, Put, Range, Torn, Trim, decode,
                                           encode)
 from lab.backends.primer.dump import NotAnAof, dump
-from lab.live.disk import FileStore, power_cut
-from lab.live.world import LiveWorld
-from lab.storage import RuntimeStore
+from lab.worlds.live.disk import FileStore, power_cut
+from lab.worlds.live.world import LiveWorld
+from lab.design.storage import RuntimeStore
 from models.world import SimWorld
 
 EVERY_KIND = [

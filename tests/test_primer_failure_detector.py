@@ -13,16 +13,16 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from lab.backends import BadOption
+from lab.design.options import BadOption
 from lab.backends.primer.core.config import HEARTBEAT_S, SUSPECT_AFTER_S, NodeConfig
 from lab.backends.primer.core.errors import Unavailable
 from lab.backends.primer.driver import PrimerBackend
 from lab.backends.primer.serve import add_arguments, node_config
 from lab.cli import main
-from lab.record import read_samples
-from lab.runner import run
-from lab.verdict import VALID
-from lab.workload import parse_workload
+from lab.history.record import read_samples
+from lab.experiments.runner import run
+from lab.judge.verdict import VALID
+from lab.workloads.spec import parse_workload
 from models.world import SimWorld
 
 
@@ -112,13 +112,13 @@ def test_the_server_processes_get_it_as_a_flag(tmp_path):
 def test_a_live_server_process_runs_with_it(tmp_path):
     """A real ``lab serve primer`` process started by the live world reports the value in
     its view of the cluster (``GET /cluster``)."""
-    from lab.live import LiveWorld
+    from lab.worlds.live import LiveWorld
 
     world = LiveWorld(seed=1, root=tmp_path)
     backend = PrimerBackend(world, {"nodes": 1, "replicas": 1, "suspect_after": 1.25})
 
     async def main_(control):
-        from lab.wire.http import ResponseReader, encode_request
+        from lab.design.http import ResponseReader, encode_request
 
         try:
             await backend.start()
@@ -135,7 +135,7 @@ def test_a_live_server_process_runs_with_it(tmp_path):
 
 def _views(control, nodes) -> dict:
     """Each node's ``GET /cluster``, by node."""
-    from lab.wire.http import ResponseReader, encode_request
+    from lab.design.http import ResponseReader, encode_request
 
     async def one(node):
         conn = control.net.connect(node, "http")
@@ -153,7 +153,7 @@ def test_a_live_run_starts_once_every_node_has_heard_every_other(tmp_path):
     node's trust in it, from its own boot, runs out before they come. ``start`` returns only
     once the first node has heard it, so a run's first put finds every node up (without the
     wait, n1 would count n3 down right then and refuse a W=3 put)."""
-    from lab.live import LiveWorld
+    from lab.worlds.live import LiveWorld
 
     world = LiveWorld(seed=1, root=tmp_path)
     backend = PrimerBackend(world, {"replicas": 3})

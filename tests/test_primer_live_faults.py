@@ -9,9 +9,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from lab.runner import run
-from lab.verdict import INVALID, VALID
-from lab.workload import parse_workload
+from lab.experiments.runner import run
+from lab.judge.verdict import INVALID, VALID
+from lab.workloads.spec import parse_workload
 
 
 def _workload(faults, **fields):

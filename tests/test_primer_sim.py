@@ -10,9 +10,9 @@ from lab.backends.primer.core.config import SUSPECT_AFTER_S, NodeConfig
 from lab.backends.primer.core.errors import Unavailable
 from lab.backends.primer.core.primer_node import PrimerNode
 from lab.backends.primer.core.routing import Routes
-from lab.runner import run
-from lab.verdict import ALLOWED, INVALID, VALID
-from lab.workload import parse_workload
+from lab.experiments.runner import run
+from lab.judge.verdict import ALLOWED, INVALID, VALID
+from lab.workloads.spec import parse_workload
 from models.world import SimWorld
 
 NAMES = ("n1", "n2", "n3")

@@ -13,10 +13,10 @@ import pytest
 
 from lab.backends.queuefka.core.broker import Config, LeaseLost
 from lab.backends.queuefka.embedded import Consumer, Writer, committed_offsets
-from lab.live.disk import FileStore
-from lab.record import read_samples
-from lab.runner import run
-from lab.workload import load_workload
+from lab.worlds.live.disk import FileStore
+from lab.history.record import read_samples
+from lab.experiments.runner import run
+from lab.workloads.spec import load_workload
 from tests.queuefka_support import on_a_node
 
 
@@ -209,8 +209,8 @@ def test_crash_all_seed_42_loses_no_put_made_after_the_restart(tmp_path: Path):
 def test_swarm_seeds_23_and_186_shrunk_lose_no_acknowledged_message(tmp_path, seed, options, fault):
     """lab swarm's shrunk schedules of the two Queuefka findings (seed-23-shrunk.yaml of
     queuefka, seed-186-shrunk.yaml of queuefka with fsync=always), replayed as found."""
-    from lab.runner import run
-    from lab.workload import parse_workload
+    from lab.experiments.runner import run
+    from lab.workloads.spec import parse_workload
 
     duration = {23: 0.375, 186: 0.75}[seed]
     workload = parse_workload({"name": f"swarm-s{seed}-shrunk", "producers": 2, "consumers": 2, "rate": 1000,

@@ -11,7 +11,7 @@ from pathlib import Path
 from lab.backends.queuefka.core.broker import Config, QueuefkaCore
 from lab.backends.queuefka.core.framing import frame
 from lab.backends.queuefka.core.groups import CommittedOffset
-from lab.live.disk import FileStore
+from lab.worlds.live.disk import FileStore
 from models.world import SimWorld
 
 

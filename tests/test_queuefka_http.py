@@ -21,7 +21,7 @@ import pytest
 from lab.backends.queuefka.core.broker import Config, QueuefkaCore
 from lab.backends.queuefka.driver import SERVER, QueuefkaClient
 from lab.backends.queuefka.node import boot_queuefka
-from lab.live import LiveWorld
+from lab.worlds.live import LiveWorld
 from models.world import SimWorld
 
 Exercise = Callable[[httpx.AsyncClient, QueuefkaCore, int], Awaitable[Any]]

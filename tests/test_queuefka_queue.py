@@ -16,13 +16,13 @@ from lab.backends.queuefka import Reader, Writer
 from lab.backends.queuefka.core.broker import Config, QueuefkaCore
 from lab.backends.queuefka.embedded import Consumer, apply_retention, committed_offsets
 from lab.backends.queuefka.node import boot_queuefka
-from lab.live.disk import FileStore
-from lab.live import LiveWorld
-from lab.live.processes import parse_ready
-from lab.runtime import File, Handle, Store
-from lab.storage import RuntimeStore
-from lab.runner import run
-from lab.workload import parse_workload
+from lab.worlds.live.disk import FileStore
+from lab.worlds.live import LiveWorld
+from lab.worlds.live.processes import parse_ready
+from lab.design.runtime import File, Handle, Store
+from lab.design.storage import RuntimeStore
+from lab.experiments.runner import run
+from lab.workloads.spec import parse_workload
 from models.world import SimWorld
 
 

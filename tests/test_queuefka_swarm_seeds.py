@@ -21,10 +21,10 @@ import pytest
 
 from lab.backends.queuefka.core.broker import Config, LeaseLost
 from lab.backends.queuefka.wire.http import EPOCH_HEADER, accept_http
-from lab.record import read_samples
-from lab.runner import run
-from lab.workload import parse_workload
-from lab.wire.http import ResponseReader, encode_request
+from lab.history.record import read_samples
+from lab.experiments.runner import run
+from lab.workloads.spec import parse_workload
+from lab.design.http import ResponseReader, encode_request
 from tests.queuefka_support import on_a_node
 
 

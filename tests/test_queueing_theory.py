@@ -1,4 +1,4 @@
-"""The sim world against queueing theory (``lab.theory``): M/M/1, M/M/c and M/D/1.
+"""The sim world against queueing theory (``lab.experiments.theory``): M/M/1, M/M/c and M/D/1.
 
 The queue: the ideal design in the sim world with ``--option service=exp:50us`` (M/M/c) or
 ``const:50us`` (M/D/1), ``sim: {latency: {dist: constant, ms: 0}, cores: c}`` (no network
@@ -8,7 +8,7 @@ scheduled time whatever the earlier ones are doing) at ``lam = rho c / 50 us`` a
 the load, and those gets are not looked at). Each put's latency is one customer's response
 time: arrival to the end of its service. The tests check that every put started on
 schedule (``delay_ns == 0``), so the arrivals are the Poisson process asked for, and that
-each run's verdict is valid with no inversion of the real-time order (``lab.order``).
+each run's verdict is valid with no inversion of the real-time order (``lab.judge.order``).
 
 What is checked, per case: the mean within 3 % of theory, the p50 and p99 (raw sample
 quantiles, numpy's default interpolation) within 5 %, and - part of the acceptance - that
@@ -23,8 +23,8 @@ sqrt(20)``. The queue starts empty and the first 1,000 customers are discarded (
 relaxation times). The slow cases run as independent replications (other seeds) in
 parallel processes, each cut into ``20 / replications`` batches, their customers pooled.
 
-Integer nanoseconds: a service time is rounded to the ns (``lab.service``), as is each
-exponential inter-arrival gap (``lab.runner``): errors of 0.5 ns on means of 50 us and
+Integer nanoseconds: a service time is rounded to the ns (``lab.design.service``), as is each
+exponential inter-arrival gap (``lab.experiments.runner``): errors of 0.5 ns on means of 50 us and
 more, 1e-5 relative, far below the tolerances.
 
 The sizes (customers simulated per case) and what the batch means measured with them:
@@ -72,11 +72,11 @@ import numpy as np
 import pyarrow.compute as pc
 import pytest
 
-from lab.backends import BadOption
-from lab.record import read_samples
-from lab.runner import run
-from lab.theory import MD1, MM1, MMc, erlang_c, lindley_waits
-from lab.workload import WorkloadError, parse_workload
+from lab.design.options import BadOption
+from lab.history.record import read_samples
+from lab.experiments.runner import run
+from lab.experiments.theory import MD1, MM1, MMc, erlang_c, lindley_waits
+from lab.workloads.spec import WorkloadError, parse_workload
 
 SERVICE_S = 50e-6  # the mean (exp) or constant service time
 BATCHES = 20
@@ -136,7 +136,7 @@ def response_times(case: Case, seed: int) -> np.ndarray:
     with tempfile.TemporaryDirectory() as tmp:
         result = run(workload, "ideal", "sim", out=Path(tmp) / "run", progress=False,
                      options={"service": case.service})
-        v = result.verdict  # a FIFO with overlapping puts: real-time order holds (lab.order)
+        v = result.verdict  # a FIFO with overlapping puts: real-time order holds (lab.judge.order)
         assert v.verdict == "valid" and v.reordering.inversions == 0 and v.ok == case.n, v.line()
         table = read_samples(result.samples_path, columns=["op", "outcome", "t_start_ns", "latency_ns", "delay_ns"])
     puts = table.filter(pc.equal(table["op"], "put"))

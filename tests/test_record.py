@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from lab.record import ALPHA, SAMPLE_SCHEMA, LogHistogram, Recorder, read_samples, write_samples
+from lab.history.record import ALPHA, SAMPLE_SCHEMA, LogHistogram, Recorder, read_samples, write_samples
 
 
 def test_recorder_writes_the_sample_schema_to_parquet(tmp_path):
@@ -81,7 +81,7 @@ def test_empty_and_negative():
 def test_measure_times_classifies_and_records_one_operation():
     import asyncio
 
-    from lab.backends import Rejected, outcome_of
+    from lab.design.backend import Rejected, outcome_of
 
     ticks = iter(range(100, 10_000, 10))
     rec = Recorder("r", "sim", "ideal", "s", classify=outcome_of)

@@ -1,4 +1,4 @@
-"""One registry: a design is named outside its own folder only in ``lab.backends.REGISTRY``,
+"""One registry: a design is named outside its own folder only in ``lab.design.registry.REGISTRY``,
 and the `lab` command finds its servers, tools and benchmarks there."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from lab.backends import REGISTRY, backend_class, design_module
+from lab.design.registry import REGISTRY, backend_class, design_module
 from lab.cli import _parser
 
 LAB = Path(__file__).resolve().parents[1] / "lab"
@@ -30,7 +30,7 @@ def mentions(path: Path, designs: set[str]) -> list[str]:
 
 def test_only_the_registry_names_a_design_outside_its_folder():
     designs = set(REGISTRY)
-    registry = LAB / "backends" / "__init__.py"
+    registry = LAB / "design" / "registry.py"
     own = {("backends", d) for d in designs}
     outside = [p for p in sorted(LAB.rglob("*.py")) + sorted(MODELS.rglob("*.py"))
                if p != registry and p.relative_to(LAB.parent).parts[1:3] not in own]

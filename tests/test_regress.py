@@ -14,8 +14,8 @@ import time
 import pytest
 
 from lab.cli import main
-from lab.live.slowdown import ENV, StretchedConnection, injected, stretch
-from lab.regress_stats import (HIGHER, IMPROVED, LOWER, OK, REGRESSED, WORSE, judge, mann_whitney_u, normalised,
+from lab.worlds.live.slowdown import ENV, StretchedConnection, injected, stretch
+from lab.experiments.regress_stats import (HIGHER, IMPROVED, LOWER, OK, REGRESSED, WORSE, judge, mann_whitney_u, normalised,
                                smallest_p)
 
 
@@ -24,7 +24,7 @@ from lab.regress_stats import (HIGHER, IMPROVED, LOWER, OK, REGRESSED, WORSE, ju
 
 def brute_force_p(x, y, alternative):
     """The exact p-value by enumerating every split of the pooled values (mid-ranks)."""
-    from lab.regress_stats import ranks
+    from lab.experiments.regress_stats import ranks
 
     pooled = list(x) + list(y)
     r = ranks(pooled)
@@ -92,7 +92,7 @@ def test_slowdown_hook_parsing_and_inert_when_unset(monkeypatch):
     for bad in ("kestrel", "kestrel:fast", "kestrel:0.5", ":2"):
         with pytest.raises(ValueError, match=ENV):
             injected(bad)
-    from lab.live.world import LiveWorld
+    from lab.worlds.live.world import LiveWorld
 
     monkeypatch.delenv(ENV, raising=False)
     world = LiveWorld(0)
@@ -182,7 +182,7 @@ def test_sim_figures_compared_exactly(capsys, tmp_path, spark):
 
 
 def test_a_field_added_to_workloads_is_the_same_workload():
-    from lab.regress_compare import same_workload
+    from lab.experiments.regress_compare import same_workload
 
     before = {"name": "steady", "rate": 1000.0}
     assert same_workload(before, {**before, "new_field": None})

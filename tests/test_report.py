@@ -10,8 +10,8 @@ import pytest
 from selenium.webdriver.common.by import By
 
 from lab.cli import main
-from lab.runner import run
-from lab.workload import parse_workload
+from lab.experiments.runner import run
+from lab.workloads.spec import parse_workload
 from tests.test_lab_load_web import browser  # noqa: F401  (headless Chromium, as `lab load --web` drives it)
 
 DESIGNS = ("ideal", "kestrel")

@@ -7,9 +7,9 @@ import json
 import pyarrow.compute as pc
 import pytest
 
-from lab.record import read_samples
-from lab.runner import run
-from lab.workload import WorkloadError, parse_workload
+from lab.history.record import read_samples
+from lab.experiments.runner import run
+from lab.workloads.spec import WorkloadError, parse_workload
 
 BUSY_SIM = {
     "name": "busy", "queues": 2, "producers": 3, "consumers": 2, "message_size": 200, "rate": 3000,
@@ -135,7 +135,7 @@ def test_poisson_arrivals_need_a_rate():
 
 
 def test_each_fault_start_and_heal_is_a_row_and_the_phases_come_from_those_rows(tmp_path):
-    from lab.phases import fault_events, fault_kinds, phases_of
+    from lab.history.phases import fault_events, fault_kinds, phases_of
 
     w = parse_workload(BUSY_SIM)
     result = run(w, "ideal", "sim", out=tmp_path, progress=False)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from lab.live import LiveWorld
-from lab.runtime import Cancelled, CallTimeout, ProtocolDrop, RemoteError, Unreachable
-from lab.worlds import node_random
+from lab.worlds.live import LiveWorld
+from lab.design.runtime import Cancelled, CallTimeout, ProtocolDrop, RemoteError, Unreachable
+from lab.worlds.shared import node_random
 from models.world import SimWorld
 
 
@@ -192,7 +192,7 @@ def test_the_live_world_runs_from_inside_a_running_event_loop(tmp_path):
 def test_store_fsyncs_of_one_file_are_group_committed(world):
     """While one fsync of a file runs, later requests share the next one, which covers
     their bytes: three requests, two fsyncs, every byte durable once settled."""
-    from lab.storage import RuntimeStore
+    from lab.design.storage import RuntimeStore
 
     async def body(rt, _):
         store = RuntimeStore(rt, "d")
@@ -218,7 +218,7 @@ def test_store_fsyncs_of_one_file_are_group_committed(world):
 
 
 def _kinds(world: str) -> list[tuple[str, str]]:
-    from lab.runner import world_class
+    from lab.experiments.runner import world_class
 
     return [(world, kind) for kind in world_class(world).fault_kinds]
 
@@ -231,11 +231,11 @@ FAULT_FIELDS = {"pause": {}, "crash": {}, "partition": {"target": "clients"}, "l
 def test_every_fault_a_world_names_it_applies_and_heals(tmp_path, world_name, kind):
     """Each kind a world lists in ``fault_kinds`` runs there: its start and heal are in the
     history, the run drains, and no promise of the design is broken."""
-    from lab.phases import fault_events
-    from lab.record import read_samples
-    from lab.runner import fault_refusal
-    from lab.runner import run as run_workload
-    from lab.workload import parse_workload
+    from lab.history.phases import fault_events
+    from lab.history.record import read_samples
+    from lab.experiments.runner import fault_refusal
+    from lab.experiments.runner import run as run_workload
+    from lab.workloads.spec import parse_workload
 
     fault = {"fault": kind, "at": 0.4, "duration": 0.3, **FAULT_FIELDS[kind]}
     w = parse_workload({"name": f"contract-{kind}", "producers": 1, "consumers": 1, "rate": 200, "duration": 1.2,

@@ -1,4 +1,4 @@
-"""The fault scenarios (lab/scenarios/*.yaml) and the fault kinds they added (gc,
+"""The fault scenarios (lab/workloads/scenarios/*.yaml) and the fault kinds they added (gc,
 late-writes): every scenario runs on every design in the sim world and gives a verdict that
 is evidence; each fault does what it claims, measured from the run's samples (a pause
 completes nothing on the paused node, a split stops traffic across it and only across it, a
@@ -14,12 +14,12 @@ import statistics
 
 import pytest
 
-from lab.backends import REGISTRY
-from lab.faults import GC_PRESETS, Cast, FieldError, GcPlacement, parse_fault
-from lab.phases import fault_events
-from lab.record import read_samples
-from lab.runner import RunResult, fault_refusal, run
-from lab.workload import (SCENARIO_DIR, Workload, WorkloadError, load_workload, parse_workload, scenario_files,
+from lab.design.registry import REGISTRY
+from lab.workloads.faults import GC_PRESETS, Cast, FieldError, GcPlacement, parse_fault
+from lab.history.phases import fault_events
+from lab.history.record import read_samples
+from lab.experiments.runner import RunResult, fault_refusal, run
+from lab.workloads.spec import (SCENARIO_DIR, Workload, WorkloadError, load_workload, parse_workload, scenario_files,
                           standard_workload_files)
 from models.world import SimWorld
 

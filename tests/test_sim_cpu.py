@@ -9,11 +9,11 @@ import dataclasses
 import pyarrow.compute as pc
 import pytest
 
-from lab.backends import BadOption
-from lab.record import read_samples
-from lab.runner import run
-from lab.service import ServiceModel, ServiceModelError, ServiceTime
-from lab.workload import WorkloadError, parse_workload
+from lab.design.options import BadOption
+from lab.history.record import read_samples
+from lab.experiments.runner import run
+from lab.design.service import ServiceModel, ServiceModelError, ServiceTime
+from lab.workloads.spec import WorkloadError, parse_workload
 
 NO_NETWORK = {"dist": "constant", "ms": 0}
 

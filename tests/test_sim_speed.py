@@ -12,12 +12,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from lab.bench.checker import count_inversions  # the old per-stream check, now the benchmark's peer
-from lab.checker import check
-from lab.record import SAMPLE_SCHEMA, Recorder, read_samples
-from lab.runner import SPILL_FILE, run
-from lab.summary import end_to_end_ns
-from lab.workload import parse_workload
+from lab.experiments.bench.checker import count_inversions  # the old per-stream check, now the benchmark's peer
+from lab.judge.checker import check
+from lab.history.record import SAMPLE_SCHEMA, Recorder, read_samples
+from lab.experiments.runner import SPILL_FILE, run
+from lab.judge.summary import end_to_end_ns
+from lab.workloads.spec import parse_workload
 from tests.history import history
 
 
@@ -78,9 +78,9 @@ def test_the_recorder_spills_batches_and_reads_them_back_in_order(tmp_path):
 
 
 def test_a_run_spills_and_leaves_only_its_samples(tmp_path, monkeypatch):
-    import lab.record
+    import lab.history.record
 
-    monkeypatch.setattr(lab.record, "BATCH_ROWS", 500)
+    monkeypatch.setattr(lab.history.record, "BATCH_ROWS", 500)
     w = parse_workload({"name": "spill", "producers": 2, "consumers": 2, "rate": 4000, "duration": 0.5,
                         "warmup": 0.1, "ack": "reliable", "seed": 4,
                         "faults": [{"fault": "pause", "at": 0.3, "duration": 0.1, "target": "server"}]})
@@ -89,7 +89,7 @@ def test_a_run_spills_and_leaves_only_its_samples(tmp_path, monkeypatch):
     table = read_samples(a.run_dir)
     assert table.num_rows == a.samples > 5000
     assert set(table.column("phase").to_pylist()) == {"warmup", "steady", "fault", "heal", "drain"}
-    monkeypatch.setattr(lab.record, "BATCH_ROWS", 1 << 30)  # nothing spilled: the same samples
+    monkeypatch.setattr(lab.history.record, "BATCH_ROWS", 1 << 30)  # nothing spilled: the same samples
     b = run(w, "ideal", "sim", out=tmp_path / "b", progress=False)
     assert table.drop_columns(["run_id"]).equals(read_samples(b.run_dir).drop_columns(["run_id"]))
     assert a.verdict.to_dict() == b.verdict.to_dict() and a.verdict.valid

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lab.mutants import plant
-from lab.record import read_samples
-from lab.runner import run as run_workload
-from lab.runtime import CallTimeout, Unreachable
-from lab.workload import load_workload
+from lab.design.mutants import plant
+from lab.history.record import read_samples
+from lab.experiments.runner import run as run_workload
+from lab.design.runtime import CallTimeout, Unreachable
+from lab.workloads.spec import load_workload
 from models.awaitables import NS
 from models.disk import DiskModel
 from models.network import LatencyModel

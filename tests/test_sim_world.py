@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from lab.runtime import CallTimeout
+from lab.design.runtime import CallTimeout
 from models.disk import DiskModel
 from models.network import LatencyModel
 from models.world import SIM_EPOCH_NS, SimConfig, SimWorld
@@ -249,7 +249,7 @@ def test_runs_with_the_same_seed_are_identical():
 
 
 def test_both_worlds_count_time_from_the_unix_epoch():
-    from lab.live import LiveWorld
+    from lab.worlds.live import LiveWorld
 
     async def now(rt):
         return rt.now_ns()
@@ -304,8 +304,8 @@ def test_swarm_seed_174_a_close_cut_by_a_split_reaches_the_server_after_the_heal
     client times out and closes its connection while a split cuts it off. The close was
     one datagram and the split dropped it: the server never aborted the open read and
     p0:640 was lost. A close is TCP's FIN, retransmitted until it arrives."""
-    from lab.runner import run
-    from lab.workload import parse_workload
+    from lab.experiments.runner import run
+    from lab.workloads.spec import parse_workload
 
     workload = parse_workload({
         "name": "swarm-s174-shrunk", "producers": 1, "consumers": 1, "rate": 1000, "duration": 1.5,

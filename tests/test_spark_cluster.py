@@ -13,16 +13,16 @@ import sys
 import pandas as pd
 import pytest
 
-from lab.runner import run
-from lab.workload import parse_workload
+from lab.experiments.runner import run
+from lab.workloads.spec import parse_workload
 
 pytestmark = pytest.mark.slow
 
 SCRIPT = """
 import sys
-from lab.aggregate import aggregate
-from lab.spark import spark_session, stop_session
-from lab.spark_cluster import standalone_cluster
+from lab.aggregate.pipeline import aggregate
+from lab.aggregate.spark import spark_session, stop_session
+from lab.aggregate.spark_cluster import standalone_cluster
 
 with standalone_cluster(workers=2, cores=1, memory="1g") as url:
     spark = spark_session(url)
@@ -34,7 +34,7 @@ with standalone_cluster(workers=2, cores=1, memory="1g") as url:
 
 
 def test_the_pipeline_on_a_standalone_cluster_matches_local(spark, tmp_path):
-    from lab.aggregate import aggregate
+    from lab.aggregate.pipeline import aggregate
 
     w = parse_workload({"name": "cluster", "producers": 2, "consumers": 2, "rate": 3000, "duration": 2.0,
                         "ack": "reliable", "seed": 4})

@@ -3,8 +3,8 @@ end-to-end rows use the Spark pipeline's rule (a message counts in its first del
 
 from __future__ import annotations
 
-from lab.record import Recorder
-from lab.summary import PHASES_NOTE, end_to_end_ns, format_spark_summary, format_table, summarize
+from lab.history.record import Recorder
+from lab.judge.summary import PHASES_NOTE, end_to_end_ns, format_spark_summary, format_table, summarize
 
 MS = 1_000_000
 

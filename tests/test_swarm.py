@@ -18,17 +18,19 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lab import faults, swarm
-from lab.backends import REGISTRY, Registration
+from lab.workloads import faults
+
+from lab.experiments import swarm
+from lab.design.registry import REGISTRY, Registration
 from lab.backends.cassieq.core.errors import ExistingMonoton
 from lab.backends.ideal.core import IdealQueue, Item
 from lab.backends.ideal.driver import IdealBackend
 from lab.cli import main
-from lab.faults import SHAPES, Cast, parse_fault
-from lab.record import read_samples
-from lab.runner import fault_refusal, world_class
-from lab.runtime import Boot, Runtime
-from lab.workload import parse_workload
+from lab.workloads.faults import SHAPES, Cast, parse_fault
+from lab.history.record import read_samples
+from lab.experiments.runner import fault_refusal, world_class
+from lab.design.runtime import Boot, Runtime
+from lab.workloads.spec import parse_workload
 
 #: a short base load: each run takes a fraction of a second of wall time
 TINY = {"name": "tiny", "producers": 2, "consumers": 2, "rate": 400, "duration": 1.5, "warmup": 0.2,

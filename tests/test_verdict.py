@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from lab.backends import backend_class
-from lab.checker import check
-from lab.record import Recorder
-from lab.runner import run
-from lab.verdict import (ALLOWED, ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, EXACTLY_ONCE, FIFO, INVALID, NO_ORDER,
-                         VALID, Allowance, Promises, RunFacts, fault_kinds, judge, judge_run)
-from lab.workload import parse_workload
+from lab.design.registry import backend_class
+from lab.judge.checker import check
+from lab.history.record import Recorder
+from lab.experiments.runner import run
+from lab.judge.verdict import ALLOWED, INVALID, VALID, RunFacts, fault_kinds, judge, judge_run
+from lab.design.promises import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, EXACTLY_ONCE, FIFO, NO_ORDER, Allowance, Promises)
+from lab.workloads.spec import parse_workload
 from tests.history import history, with_faults
 
 CLEAN = dict(attempts=10, enqueued=10, dequeued=10, lost=0, unexpected=0, duplicated=0, inversions=0)

@@ -21,10 +21,10 @@ import pytest
 
 from lab.backends.cassieq.core import queue_data
 from lab.backends.ideal import core as ideal_core
-from lab.mutants import plant
-from lab.runner import run
-from lab.verdict import INVALID, VALID
-from lab.workload import load_workload, parse_workload
+from lab.design.mutants import plant
+from lab.experiments.runner import run
+from lab.judge.verdict import INVALID, VALID
+from lab.workloads.spec import load_workload, parse_workload
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "lab" / "scenarios"
 WORKLOADS = Path(__file__).resolve().parent.parent / "lab" / "workloads"

@@ -1,4 +1,4 @@
-"""The sans-IO HTTP/1.1 wire (``lab.wire.http``) and Queuefka's routes on it
+"""The sans-IO HTTP/1.1 wire (``lab.design.http``) and Queuefka's routes on it
 (``lab.backends.queuefka.wire.http``), driven with bytes: no socket, no world's network.
 
 ``run`` feeds a connection bytes and runs its requests the way a world does (next_request,
@@ -17,8 +17,8 @@ import pytest
 
 from lab.backends.queuefka.core.broker import Config, QueuefkaCore
 from lab.backends.queuefka.wire.http import HEADER_TIMEOUT, MAX_WAIT, accept_http
-from lab.live import LiveWorld
-from lab.wire.http import (HttpReply, HttpServerConnection, Request, Response, ResponseReader, Router,
+from lab.worlds.live import LiveWorld
+from lab.design.http import (HttpReply, HttpServerConnection, Request, Response, ResponseReader, Router,
                            encode_request, encode_response, error, json_response)
 from tests.test_core_purity import ROOT, forbidden_chains
 
@@ -330,7 +330,7 @@ def test_a_malformed_response_raises_value_error(chunks):
 
 
 def test_the_wire_modules_import_no_clock_os_or_world():
-    for path in (ROOT / "lab/wire/http.py", ROOT / "lab/backends/queuefka/wire/http.py"):
+    for path in (ROOT / "lab/design/http.py", ROOT / "lab/backends/queuefka/wire/http.py"):
         assert forbidden_chains(path) == [], path
 
 

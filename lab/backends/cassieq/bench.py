@@ -3,7 +3,7 @@ of the same HTTP stack.
 
 For each store (a SQLite file; PostgreSQL from pgserver, as the store tests use) one
 ``lab serve cassieq`` process, and for each client count (``--clients 1,8``) that many
-keep-alive connections from this process (``lab.live.streams``' client, ``lab.wire.http``
+keep-alive connections from this process (``lab.worlds.live.streams``' client, ``lab.design.http``
 requests), each a closed loop:
 
 - put: ``--ops`` puts in all, split over the connections;
@@ -12,7 +12,7 @@ requests), each a closed loop:
 - cycle: put, get, ack of one message at a time (a reliable consumer's round).
 
 Beside them, the ceiling: a ``Router`` with one route answering 204, served by
-``lab.live.streams`` over TCP in a process of its own, asked by the same client — no
+``lab.worlds.live.streams`` over TCP in a process of its own, asked by the same client — no
 Python HTTP service here can answer faster. The figure the issue asks about is the cycle's
 request rate (three requests a cycle) as a share of that ceiling (goal: 30 % on SQLite).
 Rates are medians over ``--repeats`` round-robin runs; latencies are the median run's
@@ -49,8 +49,8 @@ BODY = b"x" * 100
 # -- the trivial endpoint: one route, 204, in a process of its own ---------------------------------
 
 def _serve_trivial(ready: Any) -> None:
-    from lab.live.streams import serve_connections
-    from lab.wire.http import HttpServerConnection, Request, Response, Router
+    from lab.worlds.live.streams import serve_connections
+    from lab.design.http import HttpServerConnection, Request, Response, Router
 
     async def nothing(_: Request) -> Response:
         return Response(204)
@@ -90,14 +90,14 @@ class Api:
     """Requests of the queue API (or the trivial endpoint) over one keep-alive connection."""
 
     def __init__(self, port: int, key: str = ""):
-        from lab.live.streams import LiveConnection
+        from lab.worlds.live.streams import LiveConnection
 
         self.connection = LiveConnection(lambda: ("127.0.0.1", port), f"127.0.0.1:{port}")
         self.headers = (("authorization", f"Key {key}"),)
         self.base = f"/api/v1/accounts/{ACCOUNT}/queues/{QUEUE}"
 
     async def send(self, method: str, target: str, body: bytes = b"") -> Any:
-        from lab.wire.http import ResponseReader, encode_request
+        from lab.design.http import ResponseReader, encode_request
 
         return await self.connection.exchange(encode_request(method, target, "bench", body, self.headers),
                                               ResponseReader(method), TIMEOUT)
@@ -223,7 +223,7 @@ def _postgresql(stack: ExitStack, scratch: Path) -> str:
 def _cassieq(stack: ExitStack, scratch: Path, store: str) -> tuple[int, str]:
     """A ``lab serve cassieq`` on ``store`` with the bench's account and queue: (port, key)."""
     from lab.backends.cassieq.client import AdminClient, CassieqClient
-    from lab.live.processes import ServerProcess
+    from lab.worlds.live.processes import ServerProcess
 
     scratch.mkdir(parents=True, exist_ok=True)
     url = f"sqlite:///{scratch / 'cassieq.db'}" if store == "sqlite" else _postgresql(stack, scratch)

@@ -8,7 +8,7 @@ over the simulated network, so a net-split between an API node and the store is 
 ordinary partition. Live, each API node is a ``lab serve cassieq`` process, all over one
 SQLite file beside their data dirs (or a PostgreSQL server, ``store=postgresql://…``).
 
-A client speaks HTTP/1.1 (``lab.wire.http``) over the world's connections, picking an API
+A client speaks HTTP/1.1 (``lab.design.http``) over the world's connections, picking an API
 node at random for every request, with the account's key (``Authorization: Key``). It
 sets itself up as a user would: the admin API gives the account's keys (creating the
 account ``lab`` if there is none), and a queue is created on first use; a key the API no
@@ -28,13 +28,13 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 from urllib.parse import quote
 
-from lab.backends import Backend, Delivery, QueueClient, Rejected
+from lab.design.backend import Backend, Delivery, QueueClient, Rejected
 from lab.backends.cassieq.core.model import DEFAULT_FINALIZE_SECONDS, DEFAULT_REPAIR_POLL_SECONDS
 from lab.backends.cassieq.core.repair import START_JITTER_SECONDS
-from lab.backends.options import TIMEOUT, Option, number, whole
-from lab.runtime import Boot, Connection, Runtime
-from lab.verdict import ANY_FAULT, AT_LEAST_ONCE, CUT, DISK_LOSS, HOLDERS, NO_ORDER, Allowance, Promises
-from lab.wire.http import HttpReply, ResponseReader, encode_request
+from lab.design.options import TIMEOUT, Option, number, whole
+from lab.design.runtime import Boot, Connection, Runtime
+from lab.design.promises import (ANY_FAULT, AT_LEAST_ONCE, CUT, DISK_LOSS, HOLDERS, NO_ORDER, Allowance, Promises)
+from lab.design.http import HttpReply, ResponseReader, encode_request
 
 ACCOUNT = "lab"
 RECOVERY_MARGIN_S = 1.0  # a store round trip or two past the last timer

@@ -1,5 +1,5 @@
 """What a CassieQ API node boots, in either world: the queue API and the admin API on the
-node's ``http`` and ``admin`` ports (``lab.wire.http``), over a store, and its share of the
+node's ``http`` and ``admin`` ports (``lab.design.http``), over a store, and its share of the
 repair workers. The sim world runs it on a simulated node over the simulated Cassandra;
 ``lab serve cassieq`` runs it on a live one over SQLite or PostgreSQL."""
 
@@ -15,8 +15,8 @@ from lab.backends.cassieq.core.store import CassStore
 from lab.backends.cassieq.wire.admin import AdminApi
 from lab.backends.cassieq.wire.api import QueueApi
 from lab.backends.cassieq.wire.openapi import document
-from lab.runtime import Runtime
-from lab.wire.http import HttpServerConnection, Request, Response, Router
+from lab.design.runtime import Runtime
+from lab.design.http import HttpServerConnection, Request, Response, Router
 
 HEADER_TIMEOUT = 10.0
 MAX_BODY = 16 * 1024 * 1024  # a message, or a create request

@@ -9,14 +9,14 @@ import asyncio
 import random
 from pathlib import Path
 
-from lab import interrupt
-from lab.live import LiveWorld
-from lab.live.processes import ready_line
-from lab.runtime import Runtime
+from lab.worlds import interrupt
+from lab.worlds.live import LiveWorld
+from lab.worlds.live.processes import ready_line
+from lab.design.runtime import Runtime
 
 NODE = "cassieq"
 HELP = "a CassieQ API node: the queue API and the admin API over a shared store"
-#: the flag that sets each port of the ready line (lab.live.processes restarts on the same ports)
+#: the flag that sets each port of the ready line (lab.worlds.live.processes restarts on the same ports)
 PORTS = {"http": "--port", "admin": "--admin-port"}
 
 

@@ -14,7 +14,7 @@ import itertools
 from collections import deque
 from dataclasses import dataclass
 
-from lab.runtime import Event, Runtime
+from lab.design.runtime import Event, Runtime
 
 
 @dataclass(frozen=True)

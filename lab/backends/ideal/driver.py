@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from lab.backends import TIMEOUT, Backend, Delivery, QueueClient, Rejected
-from lab.backends.options import Option
+from lab.design.options import TIMEOUT
+from lab.design.backend import Backend, Delivery, QueueClient, Rejected
+from lab.design.options import Option
 from lab.backends.ideal.core import Ack, Get, IdealQueue, Item, Put, Release
-from lab.runtime import Boot, Runtime
-from lab.service import ServiceModel, ServiceTime
-from lab.verdict import ANY_FAULT, AT_MOST_ONCE, CUT, DISK_LOSS, EXACTLY_ONCE, FIFO, HOLDERS, Allowance, Promises
+from lab.design.runtime import Boot, Runtime
+from lab.design.service import ServiceModel, ServiceTime
+from lab.design.promises import (ANY_FAULT, AT_MOST_ONCE, CUT, DISK_LOSS, EXACTLY_ONCE, FIFO, HOLDERS, Allowance, Promises)
 
 SERVER = "ideal-0"
 

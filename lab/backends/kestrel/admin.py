@@ -2,7 +2,7 @@
 ``/stats.txt``, every global and per-queue counter, for ``lab serve kestrel``.
 
 The queue ports themselves are the node's (``lab.backends.kestrel.node``), served by the
-world: a live world over TCP (``lab.live.streams``), the sim world over simulated links.
+world: a live world over TCP (``lab.worlds.live.streams``), the sim world over simulated links.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """A `lab serve kestrel` process on free ports with a TOML config: for benchmarks, crash
-cycles and tests (``lab.live.processes.ServerProcess`` with Kestrel's ``--config``)."""
+cycles and tests (``lab.worlds.live.processes.ServerProcess`` with Kestrel's ``--config``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from lab.live.processes import ServerProcess
+from lab.worlds.live.processes import ServerProcess
 
 
 class KestrelProcess(ServerProcess):

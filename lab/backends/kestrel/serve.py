@@ -11,11 +11,11 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from lab import interrupt
+from lab.worlds import interrupt
 from lab.backends.kestrel.config import ServerConfig, load_config
-from lab.live import LiveWorld
-from lab.live.processes import ready_line
-from lab.runtime import Runtime
+from lab.worlds.live import LiveWorld
+from lab.worlds.live.processes import ready_line
+from lab.design.runtime import Runtime
 
 if TYPE_CHECKING:
     from lab.backends.kestrel.core.collection import QueueCollection
@@ -24,7 +24,7 @@ NODE = "kestrel"
 
 
 HELP = "Kestrel's memcache, text and admin ports"
-#: the flag that sets each port of the ready line (lab.live.processes restarts on the same ports)
+#: the flag that sets each port of the ready line (lab.worlds.live.processes restarts on the same ports)
 PORTS = {"memcache": "--port", "text": "--text-port", "admin": "--admin-port"}
 
 
@@ -56,7 +56,7 @@ def config_from(args: argparse.Namespace) -> ServerConfig:
 
 
 def serve(args: argparse.Namespace, ready=print) -> None:
-    """Serve until interrupted; ``ready`` is told the ready line (lab.live.processes) once
+    """Serve until interrupted; ``ready`` is told the ready line (lab.worlds.live.processes) once
     the ports are open."""
     config = config_from(args)
     # journal warnings (a cut tail: "DATA MAY HAVE BEEN LOST") must reach the operator

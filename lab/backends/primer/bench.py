@@ -59,8 +59,8 @@ def _measured(result: Any, op: str, key: str) -> float | None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from lab.runner import run as run_workload
-    from lab.workload import load_workload, parse_workload
+    from lab.experiments.runner import run as run_workload
+    from lab.workloads.spec import load_workload, parse_workload
 
     worlds = [w for w in args.worlds.split(",") if w]
     split_worlds = [w for w in args.split_worlds.split(",") if w]
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             raise ValueError(f"--worlds {w!r}: use sim and/or live")
     if args.repeats < 1:
         raise ValueError(f"--repeats {args.repeats}: use 1 or more")
-    from lab.faults import SHAPES
+    from lab.workloads.faults import SHAPES
 
     for shape in shapes:
         if shape not in SHAPES or shape == "clients":

@@ -19,14 +19,14 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 from urllib.parse import quote
 
-from lab.backends import Backend, BadOption, Delivery, QueueClient, Rejected
-from lab.backends.options import TIMEOUT, Option, choice, number, whole
+from lab.design.backend import Backend, Delivery, QueueClient, Rejected
+from lab.design.options import BadOption
+from lab.design.options import TIMEOUT, Option, choice, number, whole
 from lab.backends.primer.core.config import HEARTBEAT_S, SUSPECT_AFTER_S
 from lab.backends.primer.core.membership import DOWN
-from lab.runtime import Boot, Connection, Runtime
-from lab.verdict import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, DISK_LOSS, HOLDERS, NO_ORDER, Allowance,
-                         Promises)
-from lab.wire.http import HttpReply, ResponseReader, encode_request
+from lab.design.runtime import Boot, Connection, Runtime
+from lab.design.promises import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, DISK_LOSS, HOLDERS, NO_ORDER, Allowance, Promises)
+from lab.design.http import HttpReply, ResponseReader, encode_request
 
 
 def node_names(count: int) -> list[str]:
@@ -224,7 +224,7 @@ class PrimerBackend(Backend):
 
     def holders(self, queue: str) -> dict[str, tuple[str, ...]]:
         """Which nodes held each message put into ``queue``: the lab's message id (its body's
-        header, ``lab.message``) -> the replicas its put stored it on, as the nodes this
+        header, ``lab.design.message``) -> the replicas its put stored it on, as the nodes this
         process booted knew them (sim world; empty when the nodes are processes, live).
 
         The rule is ``Queues._put`` (``core/queues.py``): the node that took the put and
@@ -233,7 +233,7 @@ class PrimerBackend(Backend):
         copy not yet committed names its own list. Every incarnation counts, crashed ones
         too (their memory stays as the crash left it), so a message a fault destroyed still
         has its holders here; one acknowledged and dropped everywhere has none."""
-        from lab.message import decode
+        from lab.design.message import decode
 
         found: dict[str, tuple[str, ...]] = {}
         for node in self.booted:

@@ -1,5 +1,5 @@
 """What a Primer node boots, in either world: the node (which answers its peers through
-``rt.net.serve``) and its client API on the node's ``http`` port (``lab.wire.http``).
+``rt.net.serve``) and its client API on the node's ``http`` port (``lab.design.http``).
 The sim world runs it on a simulated node; ``lab serve primer`` and the embedded node on
 a live one."""
 
@@ -10,8 +10,8 @@ from typing import Any
 from lab.backends.primer.core.config import NodeConfig
 from lab.backends.primer.core.primer_node import PrimerNode
 from lab.backends.primer.wire.api import api_router
-from lab.runtime import Runtime
-from lab.wire.http import HttpServerConnection
+from lab.design.runtime import Runtime
+from lab.design.http import HttpServerConnection
 
 HEADER_TIMEOUT = 10.0
 MAX_BODY = 8 * 1024 * 1024  # one message or log record

@@ -9,14 +9,14 @@ import random
 from pathlib import Path
 from typing import Any
 
-from lab import interrupt
-from lab.live import LiveWorld
-from lab.live.processes import ready_line
-from lab.runtime import Runtime
+from lab.worlds import interrupt
+from lab.worlds.live import LiveWorld
+from lab.worlds.live.processes import ready_line
+from lab.design.runtime import Runtime
 
 DESIGN = "primer"
 HELP = "a Primer node: the client API over HTTP, and the peer port its cluster's nodes talk on"
-#: the flag that sets each port of the ready line (lab.live.processes restarts on the same ports)
+#: the flag that sets each port of the ready line (lab.worlds.live.processes restarts on the same ports)
 PORTS = {"http": "--port", "peer": "--peer-port"}
 
 

@@ -4,7 +4,7 @@ code in both worlds.
 The node boots ``lab.backends.queuefka.node`` (the broker and its HTTP front): in the sim
 world on a simulated node, whose disk loses the unsynced tail on a crash; in the live
 world as its own process (``lab serve queuefka``, the options as its flags). A client
-speaks HTTP/1.1 (``lab.wire.http``) over the world's connection to the node's ``http``
+speaks HTTP/1.1 (``lab.design.http``) over the world's connection to the node's ``http``
 port. Each workload queue is a topic; every consumer is in one group, ``lab``: reliable
 acks mean at-least-once (commit after the get), auto acks at-most-once (commit before).
 The options are declared on the backend (``options_declared``; ``lab backends`` lists them).
@@ -19,15 +19,14 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 from urllib.parse import quote
 
-from lab.backends import Backend, Delivery, QueueClient, Rejected
-from lab.backends.options import TIMEOUT, Option, number, whole
+from lab.design.backend import Backend, Delivery, QueueClient, Rejected
+from lab.design.options import TIMEOUT, Option, number, whole
 from lab.backends.queuefka.core.broker import Config, Fetched
 from lab.backends.queuefka.core.writer import FsyncPolicy
 from lab.backends.queuefka.wire.http import EPOCH_HEADER
-from lab.runtime import Boot, Connection, Runtime
-from lab.wire.http import ResponseReader, encode_request
-from lab.verdict import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CLOSED, CUT, DISK_LOSS, FIFO, FIFO_PER_CONSUMER,
-                         HOLDERS, Allowance, Promises)
+from lab.design.runtime import Boot, Connection, Runtime
+from lab.design.http import ResponseReader, encode_request
+from lab.design.promises import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CLOSED, CUT, DISK_LOSS, FIFO, FIFO_PER_CONSUMER, HOLDERS, Allowance, Promises)
 
 SERVER = "queuefka-0"
 GROUP = "lab"

@@ -11,18 +11,18 @@ import argparse
 import asyncio
 from pathlib import Path
 
-from lab import interrupt
+from lab.worlds import interrupt
 from lab.backends.queuefka.core.broker import Config, QueuefkaCore
 from lab.backends.queuefka.wire.http import HEADER_TIMEOUT
-from lab.live import LiveWorld
-from lab.live.processes import ready_line
-from lab.runtime import Runtime
+from lab.worlds.live import LiveWorld
+from lab.worlds.live.processes import ready_line
+from lab.design.runtime import Runtime
 
 NODE = "queuefka"
 
 
 HELP = "Queuefka's HTTP front over a data directory"
-#: the flag that sets each port of the ready line (lab.live.processes restarts on the same ports)
+#: the flag that sets each port of the ready line (lab.worlds.live.processes restarts on the same ports)
 PORTS = {"http": "--port"}
 
 
@@ -62,7 +62,7 @@ def config_from(args: argparse.Namespace) -> Config:
 
 
 def serve(args: argparse.Namespace, ready=print) -> None:
-    """Serve until interrupted; ``ready`` is told the ready line (lab.live.processes) once
+    """Serve until interrupted; ``ready`` is told the ready line (lab.worlds.live.processes) once
     the port is open."""
     config = config_from(args)
     args.data_dir.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,7 @@ from lab.backends.cassieq.core.model import Delivery, Message, PopReceipt, Queue
 from lab.backends.cassieq.core.queue_data import QueueData
 from lab.backends.cassieq.core.queues import Queues
 from lab.backends.cassieq.core.store import CassStore
-from lab.runtime import Runtime
+from lab.design.runtime import Runtime
 
 log = logging.getLogger(__name__)
 

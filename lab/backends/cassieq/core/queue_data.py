@@ -16,7 +16,7 @@ from lab.backends.cassieq.core.model import (FINALIZER, INVISIBILITY_POINTER, RE
                                              new_tag)
 from lab.backends.cassieq.core.retry import retrying
 from lab.backends.cassieq.core.store import CassStore, Condition
-from lab.runtime import Runtime
+from lab.design.runtime import Runtime
 
 #: a new queue's pointers (spec §3): the invisibility pointer starts before the first id
 INITIAL_POINTERS = {READER_POINTER: 0, INVISIBILITY_POINTER: -1, REPAIR_POINTER: 0}

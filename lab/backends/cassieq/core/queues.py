@@ -29,7 +29,7 @@ from lab.backends.cassieq.core.model import (DeletionJob, QueueCreateOptions, Qu
 from lab.backends.cassieq.core.queue_data import QueueData
 from lab.backends.cassieq.core.retry import retrying
 from lab.backends.cassieq.core.store import CassStore, Condition
-from lab.runtime import Runtime
+from lab.design.runtime import Runtime
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ import logging
 from lab.backends.cassieq.core.model import Message, QueueDefinition, bucket_of
 from lab.backends.cassieq.core.queue_data import QueueData
 from lab.backends.cassieq.core.store import CassStore
-from lab.runtime import Runtime
+from lab.design.runtime import Runtime
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from typing import Sequence, TypeVar
 from lab.backends.cassieq.core.model import QueueDefinition, QueueStatus
 from lab.backends.cassieq.core.repair import RepairWorker
 from lab.backends.cassieq.core.store import CassStore, StoreError
-from lab.runtime import Runtime, Task
+from lab.design.runtime import Runtime, Task
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

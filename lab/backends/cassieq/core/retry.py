@@ -17,7 +17,7 @@ import logging
 from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
 
 from lab.backends.cassieq.core.store import DEFAULT_READ, CassStore, Condition, Consistency, Row, StoreError
-from lab.runtime import Runtime
+from lab.design.runtime import Runtime
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""CassieQ's queue API (spec §1), sans-IO: routes on ``lab.wire.http``'s router over the
+"""CassieQ's queue API (spec §1), sans-IO: routes on ``lab.design.http``'s router over the
 core, behind the original's authentication (spec §2.3).
 
 Base path ``/api/v1/accounts/{accountName}/queues``. Authentication runs first (401 with
@@ -31,8 +31,8 @@ from lab.backends.cassieq.core.messages import MessageQueue
 from lab.backends.cassieq.core.model import PopReceipt, QueueCreateOptions, json_whole, valid_name
 from lab.backends.cassieq.core.queues import Queues
 from lab.backends.cassieq.core.store import CassStore, StoreError
-from lab.runtime import Runtime
-from lab.wire.http import JSON, Request, Response, Router
+from lab.design.runtime import Runtime
+from lab.design.http import JSON, Request, Response, Router
 
 BASE = "/api/v1/accounts/{accountName}/queues"
 DEFAULT_INVISIBILITY_SECONDS = 30

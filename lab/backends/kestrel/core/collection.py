@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from lab.backends.kestrel.config import ServerConfig
 from lab.backends.kestrel.core.journal import Item, queue_names, queue_of_file
 from lab.backends.kestrel.core.queue import KestrelQueue
-from lab.runtime import Runtime
+from lab.design.runtime import Runtime
 
 log = logging.getLogger(__name__)
 VERSION = "2.4.8"  # digits and dots, as the original: clients parse it (npm memcached does)

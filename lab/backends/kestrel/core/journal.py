@@ -27,7 +27,7 @@ import struct
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Mapping, Union
 
-from lab.runtime import Store
+from lab.design.runtime import Store
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from typing import Any, Callable
 from lab.backends.kestrel.config import QueueConfig
 from lab.backends.kestrel.core.journal import (Add, ConfirmRemove, Continue, Item, Journal, Remove,
                                           RemoveTentative, SaveXid, SyncPolicy, Unremove)
-from lab.runtime import Runtime
+from lab.design.runtime import Runtime
 
 log = logging.getLogger(__name__)
 XID_LIMIT = 2**31 - 1

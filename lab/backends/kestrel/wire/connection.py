@@ -1,4 +1,4 @@
-"""One Kestrel connection as a world drives it (``lab.runtime.ServerConnection``): the
+"""One Kestrel connection as a world drives it (``lab.design.runtime.ServerConnection``): the
 protocol's parser, the connection's session and its command handler, with the
 connection and byte counters the stats report. The same object serves a real socket
 (the live world) and a simulated link (the sim world)."""
@@ -12,7 +12,7 @@ from lab.backends.kestrel.core.session import Session
 from lab.backends.kestrel.wire.memcache import MemcacheHandler
 from lab.backends.kestrel.wire.protocol import MemcacheParser, TextParser
 from lab.backends.kestrel.wire.text import TextHandler
-from lab.runtime import Accept, Send
+from lab.design.runtime import Accept, Send
 
 
 _GET_FLAGS = ("open", "close", "abort", "peek")

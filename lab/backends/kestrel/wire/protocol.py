@@ -21,7 +21,7 @@ import struct
 from dataclasses import dataclass, field
 
 # Input that cannot be framed drops the connection without a reply (as the original).
-from lab.runtime import ProtocolDrop  # noqa: F401 (re-exported)
+from lab.design.runtime import ProtocolDrop  # noqa: F401 (re-exported)
 
 STORAGE_COMMANDS = frozenset({"set", "add", "replace", "append", "prepend", "cas"})
 #: A line longer than this without a newline is an attack or a bug, not a request.

@@ -22,7 +22,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Iterator, Union
 
-from lab.runtime import Handle, Store
+from lab.design.runtime import Handle, Store
 
 HEADER = b"PRIMAOF1"
 MAX_META = 1 << 20  # bytes of a record's JSON

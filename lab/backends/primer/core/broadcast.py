@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from lab.backends.primer.core.membership import Membership
 from lab.backends.primer.core.messages import Deliver, Exchange, Gossip, Graft, IHave, Prune
-from lab.runtime import CallTimeout, Cancelled, RemoteError, Runtime, Unreachable
+from lab.design.runtime import CallTimeout, Cancelled, RemoteError, Runtime, Unreachable
 
 #: broadcasts kept for peers that graft them (and to answer duplicates cheaply)
 RECENT = 20_000

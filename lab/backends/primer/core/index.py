@@ -15,7 +15,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from lab.runtime import Runtime
+from lab.design.runtime import Runtime
 
 
 @dataclass(frozen=True)

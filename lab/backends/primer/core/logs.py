@@ -33,7 +33,7 @@ from lab.backends.primer.core.errors import BadRequest, Conflict, NotFound, Unav
 from lab.backends.primer.core.membership import Membership
 from lab.backends.primer.core.messages import AppendRecord, LastOffset, ReadRecords
 from lab.backends.primer.core.metadata import MetaEntry, Metadata
-from lab.runtime import CallTimeout, RemoteError, Runtime, Unreachable
+from lab.design.runtime import CallTimeout, RemoteError, Runtime, Unreachable
 
 MAX_READ = 1000
 

@@ -20,7 +20,7 @@ from typing import Any, Iterable
 
 from lab.backends.primer.core.config import NodeConfig
 from lab.backends.primer.core.messages import Beat
-from lab.runtime import Runtime
+from lab.design.runtime import Runtime
 
 SELF, UP, DOWN = "self", "up", "down"
 log = logging.getLogger(__name__)

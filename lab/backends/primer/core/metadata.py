@@ -18,7 +18,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from lab.runtime import Runtime
+from lab.design.runtime import Runtime
 
 MAX_PREFIXES = ("hwm/", "ckpt/")
 

@@ -19,8 +19,8 @@ from lab.backends.primer.core.logs import Logs
 from lab.backends.primer.core.membership import Membership
 from lab.backends.primer.core.metadata import Metadata
 from lab.backends.primer.core.queues import Queues
-from lab.runtime import Runtime, Task
-from lab.storage import RuntimeStore
+from lab.design.runtime import Runtime, Task
+from lab.design.storage import RuntimeStore
 
 #: seconds an ack's tombstone is kept: longer than any split the lab makes, so a repaired
 #: copy of an acknowledged message cannot come back

@@ -35,7 +35,7 @@ from lab.backends.primer.core.membership import Membership
 from lab.backends.primer.core.messages import AckMessage, Claim, Copy, DropCopy, StoreCopy
 from lab.backends.primer.core.metadata import Metadata
 from lab.backends.primer.core.replica import Granted, Replica
-from lab.runtime import CallTimeout, RemoteError, Runtime, Unreachable
+from lab.design.runtime import CallTimeout, RemoteError, Runtime, Unreachable
 
 GROUP_SEP = "@"  # a fan-out group's lane: queue@group
 MAX_CLAIMS = 8  # claims one get tries before it says "nothing"

@@ -21,7 +21,7 @@ from lab.backends.primer.core.config import AOF, NodeConfig
 from lab.backends.primer.core.errors import Unavailable
 from lab.backends.primer.core.index import Acked, Added, MessageIndex
 from lab.backends.primer.core.messages import AckMessage, Claim, Copy, DropCopy, LeaseNote, StoreCopy
-from lab.runtime import CallTimeout, RemoteError, Runtime, Unreachable
+from lab.design.runtime import CallTimeout, RemoteError, Runtime, Unreachable
 
 #: timeouts after which a replica publishes a copy nobody committed (``Replica.orphans``)
 ORPHAN_GRACE = 2

@@ -1,4 +1,4 @@
-"""Primer's client API over HTTP, sans-IO: routes on ``lab.wire.http``'s router over a
+"""Primer's client API over HTTP, sans-IO: routes on ``lab.design.http``'s router over a
 ``PrimerNode``.
 
 Every request is checked here before the node is called: a name the node could not store,
@@ -20,7 +20,7 @@ from lab.backends.primer.core.config import check_name
 from lab.backends.primer.core.errors import PrimerError
 from lab.backends.primer.core.logs import MAX_READ
 from lab.backends.primer.core.primer_node import PrimerNode
-from lab.wire.http import Request, Response, Router, error, json_response
+from lab.design.http import Request, Response, Router, error, json_response
 
 MAX_WAIT_S = 60.0  # the longest a get may hold its request open
 DEFAULT_MAX_RECORDS = 100

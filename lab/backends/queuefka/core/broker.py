@@ -39,9 +39,9 @@ from lab.backends.queuefka.core.groups import (
     GROUP_SUFFIX, MODES, Consumer, apply_retention, check_group_name, clamp_commits, committed_offsets,
 )
 from lab.backends.queuefka.core.reader import Reader
-from lab.storage import RuntimeStore
+from lab.design.storage import RuntimeStore
 from lab.backends.queuefka.core.writer import DEFAULT_SEGMENT_SIZE, FsyncPolicy, Writer
-from lab.runtime import Runtime
+from lab.design.runtime import Runtime
 
 MAX_FETCH = 10_000
 EPOCH_MASK = (1 << 62) - 1  # an epoch is a JSON-safe non-negative integer

@@ -34,7 +34,7 @@ from typing import Any
 from lab.backends.queuefka.core.batch import parse
 from lab.backends.queuefka.core.framing import frame, segment_base, segment_name
 from lab.backends.queuefka.core.reader import Reader
-from lab.runtime import Handle, Store
+from lab.design.runtime import Handle, Store
 
 GROUP_SUFFIX = ".group"
 MODES = ("at-least-once", "at-most-once")

@@ -20,7 +20,7 @@ from lab.backends.queuefka.core.batch import parse
 from lab.backends.queuefka.core.framing import (
     DEFAULT_MAX_RECORD, HEADER, HEADER_SIZE, CorruptRecord, checksum, segment_base, segment_name,
 )
-from lab.runtime import Handle, Store
+from lab.design.runtime import Handle, Store
 
 _CHUNK = 1 << 20
 

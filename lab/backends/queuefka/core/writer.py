@@ -27,7 +27,7 @@ from lab.backends.queuefka.core.framing import (
     DEFAULT_MAX_RECORD, HEADER, HEADER_SIZE, MAX_PAYLOAD, check_payload_size, checksum, segment_base,
     segment_name,
 )
-from lab.runtime import Store
+from lab.design.runtime import Store
 
 log = logging.getLogger("lab.backends.queuefka")
 

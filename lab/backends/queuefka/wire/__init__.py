@@ -1,2 +1,2 @@
-"""Queuefka's wire, sans-IO: its HTTP routes (``http``) on ``lab.wire.http``, served by
+"""Queuefka's wire, sans-IO: its HTTP routes (``http``) on ``lab.design.http``, served by
 whichever world moves the bytes."""

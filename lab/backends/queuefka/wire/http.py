@@ -1,5 +1,5 @@
 """Queuefka's HTTP front, sans-IO (the original's to-do: a "curl put/get reverse-proxy-able
-microservice"): its routes on ``lab.wire.http``'s router, over ``QueuefkaCore``.
+microservice"): its routes on ``lab.design.http``'s router, over ``QueuefkaCore``.
 
 It only turns requests into core calls and errors into status codes:
 
@@ -52,10 +52,10 @@ from lab.backends.queuefka.core.broker import (
     MAX_FETCH, BadRequest, GroupExists, LeaseLost, QueuefkaCore, Session, UnknownGroup, UnknownTopic,
 )
 from lab.backends.queuefka.core.framing import DEFAULT_MAX_RECORD
-from lab.wire.http import HttpServerConnection, Request, Response, Router, error, json_response
+from lab.design.http import HttpServerConnection, Request, Response, Router, error, json_response
 
 if TYPE_CHECKING:
-    from lab.runtime import Accept
+    from lab.design.runtime import Accept
 
 MAX_WAIT = 60.0
 HEADER_TIMEOUT = 10.0  # seconds; also how long an idle keep-alive connection is kept

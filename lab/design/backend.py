@@ -1,0 +1,166 @@
+"""The narrow driver interface every design implements: ``Backend`` and ``QueueClient``.
+
+In the spirit of OpenMessaging Benchmark's driver API: a ``Backend`` names the design's
+server nodes, says what a node boots, and hands out ``QueueClient``s; a client can put,
+get, ack and release — nothing else. Each design's folder holds its core (no I/O: only
+the Runtime), its wire (sans-IO), its servers and this adapter.
+
+A design never asks which world it is in: the world starts its nodes
+(``World.start_server``: the boot on a simulated node, or ``lab serve NAME`` as a process
+of its own when live), and a client finds its server through the Runtime's network
+(``rt.net.connect(node, port)``: simulated links, or TCP through the link's proxy).
+
+How a client reports outcomes, which the runner turns into sample outcomes:
+returning is ``ok``; raising ``Rejected`` or ``Unreachable`` (or ``RemoteError``) is a
+definite ``fail``; any other exception — a timeout above all — is ``info``: the
+operation may or may not have happened.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Mapping
+
+from lab.design.options import TIMEOUT, Option, check
+from lab.design.promises import Promises, total_queue
+from lab.design.runtime import Boot, RemoteError, Runtime, Unreachable, World
+from lab.design.service import ServiceModel
+
+
+class Rejected(Exception):
+    """The backend definitely refused the operation (full queue, bad request, ...)."""
+
+
+def outcome_of(error: BaseException) -> str:
+    """A client's exception as a sample outcome: ``fail`` when the operation certainly did
+    not happen, ``info`` when it may have (a timeout above all)."""
+    return "fail" if isinstance(error, (Rejected, Unreachable, RemoteError)) else "info"
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A message a consumer got; ``token`` is what ack/release need (None if auto-acked)."""
+
+    queue: str
+    body: bytes
+    token: Any = None
+
+
+class QueueClient(ABC):
+    """One producer's or consumer's connection to the design."""
+
+    @abstractmethod
+    async def put(self, queue: str, body: bytes) -> None: ...
+
+    @abstractmethod
+    async def get(self, queue: str, wait: float) -> Delivery | None:
+        """The next message, waiting up to ``wait`` seconds; None if there is none."""
+
+    async def ack(self, delivery: Delivery) -> None:
+        raise Rejected(f"{type(self).__name__} has no reliable reads")
+
+    async def release(self, delivery: Delivery) -> None:
+        raise Rejected(f"{type(self).__name__} has no reliable reads")
+
+    async def backlog(self, queue: str) -> int | None:
+        """How many messages ``queue`` still holds, for the end of a run's drain; None if the
+        design cannot say (then an empty get means an empty queue). A design whose empty get
+        does not mean empty (messages leased to a client that is gone, or not yet visible)
+        says so here."""
+        return None
+
+    async def close(self) -> None:
+        pass
+
+
+class Backend(ABC):
+    """A design, started in a world: its server nodes and a factory of clients."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    worlds: ClassVar[tuple[str, ...]] = ("sim", "live")
+    #: the options this design takes (``lab run --option KEY=VALUE``), typed and ranged
+    options_declared: ClassVar[tuple[Option, ...]] = (TIMEOUT,)
+    #: the option sets that change what the design promises (``lab matrix`` runs each)
+    promise_options: ClassVar[tuple[Mapping[str, Any], ...]] = ({},)
+    #: the longest the design's own recovery may take before every acknowledged message is
+    #: deliverable again — a lease that runs out, a repair pass — in seconds, with these
+    #: options (set it in ``__init__`` where they change it). A message waiting for it may be
+    #: invisible to a get and to ``QueueClient.backlog`` alike, so the runner's final drain
+    #: ends, empty or not, only after this long without a delivery.
+    recovery_s: float = 0.0
+
+    def __init__(self, world: World, options: Mapping[str, Any] | None = None):
+        if world.kind not in self.worlds:
+            raise UnknownBackend(f"backend {self.name!r} does not run in the {world.kind} world")
+        self.world = world
+        self.options = self.check_options(options, world.kind)
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any] | None, world: str | None = None) -> dict[str, Any]:
+        """``options`` parsed, with defaults filled in (``world``'s own, where an option has
+        one); BadOption names the first key this design lacks or the first value it cannot
+        take (in ``world``), and what it allows."""
+        return check(cls.name, cls.options_declared, options, world)
+
+    @classmethod
+    def promises(cls, options: Mapping[str, Any], reliable: bool) -> Promises:
+        """What the design promises under ``options`` (checked, defaults filled in) with reliable
+        reads or plain gets: delivery, order, and the anomalies each kind of fault permits
+        (``lab.judge.verdict``; the checker and ``lab backends`` read it). A design that declares
+        nothing is held to Jepsen's total-queue rule."""
+        return total_queue(f"{cls.name} (no declared promises)")
+
+    @property
+    @abstractmethod
+    def server_nodes(self) -> list[str]:
+        """The names of the nodes this design runs on (fault targets)."""
+
+    @abstractmethod
+    def boot(self, node: str) -> Boot:
+        """What server node ``node`` runs when it (re)starts on a node of this process (the
+        sim world; the live world when the design has no ``lab serve``)."""
+
+    @property
+    def cpu_nodes(self) -> list[str]:
+        """The server nodes whose requests cost CPU time in the sim world (``models.cpu``):
+        every server node, unless a node stands for something the sim models otherwise."""
+        return self.server_nodes
+
+    @classmethod
+    def calibration_path(cls) -> Path | None:
+        """Where the design's committed calibration lives, beside its adapter (``lab
+        calibrate`` writes it); None for a design defined outside a file."""
+        module = importlib.import_module(cls.__module__)
+        where = getattr(module, "__file__", None)
+        return Path(where).parent / "calibration.yaml" if where else None
+
+    def service_model(self) -> ServiceModel | None:
+        """The sim world's service times for this design's requests: its committed
+        calibration, or None (no CPU model) where it has none."""
+        path = self.calibration_path()
+        return ServiceModel.load(path) if path is not None and path.exists() else None
+
+    def serve_args(self, node: str, data_dir: Path, reach: Callable[[str, str], str]) -> list[str]:
+        """The flags of ``lab serve NAME`` that give node ``node`` these options (the live
+        world runs it as a process over ``data_dir``). ``reach(peer, port)`` is where this
+        server node reaches server node ``peer``'s port ``port``, as HOST:PORT (live: a proxy
+        of the link, which faults cut; ``peer`` may not have started yet), for a design whose
+        servers call each other (``--peers b=127.0.0.1:41234``)."""
+        return []
+
+    async def start(self) -> None:
+        for node in self.server_nodes:
+            await self.world.start_server(node, self)
+
+    @abstractmethod
+    def client(self, rt: Runtime, reliable: bool) -> QueueClient:
+        """A client on node ``rt``; ``reliable``: gets open a message that ack/release close."""
+
+    async def stop(self) -> None:
+        """Stop the server nodes cleanly (a live server fsyncs and closes its files)."""
+        for node in self.server_nodes:
+            await self.world.stop_server(node)

@@ -1,0 +1,519 @@
+"""`lab calibrate BACKEND`: measure a design's request path and write its service-time model.
+
+Two measurements, one file (``lab.design.service``'s calibration format):
+
+- **Service times**, in process (``lab.worlds.inprocess``): the design's server nodes booted as the
+  sim world boots them, on real files, with the network a function call; the design's own
+  client does sequential cycles — a put, a reliable get and its ack (every fifth one
+  released and taken again, where the design can release), a put and a plain get, now and
+  then a new client's put, get and backlog query (a client's set-up requests, as each of a
+  run's clients makes them) — at two message sizes taking turns, after a warm-up (whose
+  requests count only for a kind seen nowhere else: a set-up made once). Each request a
+  cpu node handles is timed in thread CPU time and named as the sim world names it. Per
+  kind: a cost per request byte from the difference of the two sizes' medians (only where
+  the kind's bytes differ between the sizes and the difference is clearly above the noise
+  of the medians), and the rest as a lognormal (its median, and sigma from the
+  interquartile range of the logs), a constant where there are few samples.
+- **Network**, live: the design's real servers (``lab serve`` processes, as ``lab run
+  --world live`` starts them) and its client over loopback TCP; the round trip of a probe
+  request less the probe's in-process service time, halved, is the one-way latency of the
+  protocol's loopback (a lognormal), which ``sim: {latency: calibrated}`` uses. The probe
+  is the client's plain get of an empty queue, or, where that request calls a peer or a
+  store (whose work live is neither network nor this node's service), an HTTP request for
+  a path no route serves.
+
+What it may touch: temporary folders and loopback ports; the file it is told to write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import math
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import yaml
+
+from lab.design.backend import Backend, QueueClient, Rejected
+from lab.design.registry import backend_class
+from lab.worlds.inprocess import InProcessWorld, Meter, Sample
+from lab.design.service import ServiceModel, ServiceTime
+
+SIZES = (100, 4000)  # message bytes: two sizes, so a cost per byte can be fitted
+DEFAULT_REQUESTS = 1000  # operation cycles per message size (each about six requests), and round trips
+MIN_REQUESTS = 10
+WARMUP = 40  # cycles discarded before the measured ones
+RELEASE_EVERY = 5  # every fifth reliable get is released and taken again
+BACKLOG_EVERY = 10  # a backlog query every tenth cycle (the runner's drain asks it)
+TAKE_TRIES = 500  # gets until a message put a moment ago is delivered
+MIN_LOGNORMAL = 10  # fewer samples of a kind: a constant
+MIN_PER_BYTE = 8  # samples per size before a per-byte cost is fitted
+NOISE_SE = 3.0  # a per-byte cost only where the medians differ by this many standard errors
+FLOOR_NS = 100  # no request costs less than this once its per-byte part is taken away
+QUEUE = "calibrate"
+PROBE_PATH = "/lab-calibrate/probe"  # served by no route of any design
+PROBE_TIMEOUT = 5.0
+CONCURRENCY = 8  # probes at once for the CPU a round trip costs under load
+FSYNCS = 200  # fsyncs timed for the machine's disk
+
+
+@dataclass(frozen=True)
+class KindFit:
+    kind: str
+    n: int
+    service: ServiceTime
+
+
+@dataclass
+class Calibration:
+    """One design's measured service times and loopback latency, ready to write."""
+
+    design: str
+    fits: dict[str, KindFit]
+    network: dict[str, Any] | None
+    measured: dict[str, Any] = field(default_factory=dict)
+    transport_ns: float = 0.0  # the server process's CPU per round trip beyond the handler's
+    client: ServiceTime | None = None  # the load generator's CPU per round trip
+    fsync: dict[str, Any] | None = None  # the machine's fsync latency
+
+    def model(self, source: str = "<lab calibrate>") -> ServiceModel:
+        return ServiceModel.from_dict(self.to_dict(), source)
+
+    def to_dict(self) -> dict[str, Any]:
+        services = {}
+        for kind, fit in sorted(self.fits.items()):
+            services[kind] = {**fit.service.to_dict(), "n": fit.n}
+        out: dict[str, Any] = {"design": self.design, "measured": self.measured, "cores": 1, "services": services}
+        if self.transport_ns:
+            out["transport_us"] = round(self.transport_ns / 1e3, 3)
+        if self.client is not None:
+            out["client"] = self.client.to_dict()
+        if self.network is not None:
+            out["network"] = self.network
+        if self.fsync is not None:
+            out["fsync"] = self.fsync
+        return out
+
+    def write(self, path: str | Path) -> None:
+        header = (f"# Service times of {self.design}'s requests, written by `lab calibrate {self.design}`"
+                  f" ({self.measured.get('date', '')}).\n"
+                  "# services: per request kind as the sim world names it, the CPU time a server node spends on\n"
+                  "# it, measured in process: a lognormal (median us, sigma) or a const, plus per_byte_ns per\n"
+                  "# request byte; n requests measured. transport_us: the live server's CPU per request\n"
+                  "# beyond its handler's (sockets, event loop). client: the load generator's CPU per round\n"
+                  "# trip. network: the protocol's loopback one-way latency, less both. fsync: the machine's.\n"
+                  "# client, network and fsync are used where a workload says sim: {latency: calibrated}.\n"
+                  "# Measure again: lab calibrate "
+                  f"{self.design} --out FILE\n")
+        text = yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True)
+        self.model(str(path))  # refuse to write what would not load
+        Path(path).write_text(header + text)
+
+    def table(self) -> str:
+        rows = [("kind", "n", "median µs", "sigma", "per-byte ns")]
+        for kind, fit in sorted(self.fits.items()):
+            st = fit.service
+            rows.append((kind, str(fit.n), f"{st.scale_ns / 1e3:.2f}", f"{st.sigma:.2f}" if st.dist == "lognormal"
+                         else st.dist, f"{st.per_byte_ns:.3f}" if st.per_byte_ns else "-"))
+        widths = [max(len(r[i]) for r in rows) for i in range(5)]
+        lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+                 for r in rows]
+        lines.insert(1, "  ".join("-" * w for w in widths))
+        if self.transport_ns or self.client is not None:
+            lines.append(f"server transport: {self.transport_ns / 1e3:.1f} µs per request; load generator: "
+                         f"{self.client.scale_ns / 1e3 if self.client else 0:.1f} µs per round trip (median)")
+        if self.fsync is not None:
+            lines.append(f"fsync: lognormal, median {self.fsync['ms'] * 1e3:.0f} µs, sigma {self.fsync['sigma']:.2f}")
+        if self.network is not None:
+            shape = f", sigma {self.network['sigma']:.2f}" if "sigma" in self.network else ""
+            lines.append(f"network one-way: {self.network['dist']}, median {self.network['ms'] * 1e3:.1f} µs{shape} "
+                         f"({self.measured.get('network_probe', {}).get('probe')})")
+        else:
+            lines.append("network one-way: not measured")
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- fitting
+
+def _sigma_of(values: list[float]) -> float:
+    """A spread from the interquartile range, as a normal's sigma (IQR / 1.349)."""
+    if len(values) < 4:
+        return 0.0
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return (q3 - q1) / 1.349
+
+
+def _median_se(values: list[float]) -> float:
+    """The standard error of a sample median (1.2533 sigma / sqrt n, sigma from the IQR)."""
+    return 1.2533 * _sigma_of(values) / math.sqrt(len(values)) if values else math.inf
+
+
+def fit_kind(kind: str, samples: list[Sample], phases: tuple[str, str]) -> KindFit:
+    """One kind's service time from its samples (``phases``: the small and the large size's)."""
+    small = [s for s in samples if s.phase == phases[0]]
+    large = [s for s in samples if s.phase == phases[1]]
+    per_byte = 0.0
+    if len(small) >= MIN_PER_BYTE and len(large) >= MIN_PER_BYTE:
+        bytes_small = statistics.median(s.nbytes for s in small)
+        bytes_large = statistics.median(s.nbytes for s in large)
+        if bytes_large - bytes_small >= (SIZES[1] - SIZES[0]) / 2:  # the request carries the message
+            ns_small, ns_large = [s.ns for s in small], [s.ns for s in large]
+            difference = statistics.median(ns_large) - statistics.median(ns_small)
+            noise = math.hypot(_median_se(ns_small), _median_se(ns_large))
+            if difference > NOISE_SE * noise:
+                per_byte = difference / (bytes_large - bytes_small)
+    rest = [max(float(FLOOR_NS), s.ns - per_byte * s.nbytes) for s in samples]
+    median = statistics.median(rest)
+    if len(rest) < MIN_LOGNORMAL:
+        return KindFit(kind, len(rest), ServiceTime("const", median, 0.0, per_byte))
+    return KindFit(kind, len(rest), ServiceTime("lognormal", median, _sigma_of([math.log(v) for v in rest]), per_byte))
+
+
+def _lognormal(values: list[float]) -> ServiceTime:
+    """A lognormal by the median and the logs' interquartile range."""
+    return ServiceTime("lognormal", statistics.median(values), _sigma_of([math.log(v) for v in values]))
+
+
+def fit(samples: list[Sample], phases: tuple[str, str], warmup: str = "warmup") -> dict[str, KindFit]:
+    """Every kind of the measured ``phases``; and a kind seen only in the ``warmup`` (a
+    set-up request made once, as creating the account), as the constant its median gives."""
+    by_kind: dict[str, list[Sample]] = {}
+    for s in samples:
+        if s.phase in phases:
+            by_kind.setdefault(s.kind, []).append(s)
+    fits = {kind: fit_kind(kind, group, phases) for kind, group in by_kind.items()}
+    once: dict[str, list[Sample]] = {}
+    for s in samples:
+        if s.phase == warmup and s.kind not in by_kind:
+            once.setdefault(s.kind, []).append(s)
+    for kind, group in once.items():
+        fits[kind] = KindFit(kind, len(group), ServiceTime("const", max(float(FLOOR_NS),
+                                                                        statistics.median(s.ns for s in group))))
+    return dict(sorted(fits.items()))
+
+
+def fit_network(round_trips_ns: list[int], cpu_ns: float) -> dict[str, Any]:
+    """The one-way latency: half of what is left of each round trip once the CPU a round
+    trip costs (``cpu_ns``: client and server, under load) is taken away — the wire, and the
+    wake-ups of idle event loops — as a lognormal (ms) fitted to the median and the 99th
+    percentile, the two figures a sim is held to; where nothing is left, a constant 1 µs."""
+    left = sorted(max(1000.0, (rtt - cpu_ns) / 2) for rtt in round_trips_ns)
+    median = statistics.median(left)
+    p99 = left[min(len(left) - 1, round(0.99 * (len(left) - 1)))]
+    if median <= 1000.0:
+        return {"dist": "constant", "ms": 0.001}
+    sigma = max(0.0, math.log(p99 / median) / 2.3263)  # z of the 99th percentile
+    return {"dist": "lognormal", "ms": round(median / 1e6, 5), "sigma": round(sigma, 4)}
+
+
+# ---------------------------------------------------------------------------- the drive
+
+async def _take(client: QueueClient, queue: str):
+    """The message just put (a node that holds no copy, or a message not yet visible, answers
+    empty: ask again)."""
+    for _ in range(TAKE_TRIES):
+        delivery = await client.get(queue, 0)
+        if delivery is not None:
+            return delivery
+    raise RuntimeError(f"a message put on {queue!r} was not delivered after {TAKE_TRIES} gets")
+
+
+class Cycles:
+    """The operations of the calibration, with the design's own clients (on any world's
+    runtime ``rt``: the sim world runs them too, to compare the kinds it charges)."""
+
+    def __init__(self, design: Backend, rt: Any, reliable: QueueClient, plain: QueueClient):
+        self.design, self.rt = design, rt
+        self.reliable, self.plain = reliable, plain
+        self.releases = True  # until the design refuses one (a log has no release)
+
+    async def cycle(self, i: int, body: bytes) -> None:
+        reliable = self.reliable
+        await reliable.put(QUEUE, body)
+        delivery = await _take(reliable, QUEUE)
+        if self.releases and i % RELEASE_EVERY == RELEASE_EVERY - 1:
+            try:
+                await reliable.release(delivery)
+                delivery = await _take(reliable, QUEUE)
+            except Rejected:
+                self.releases = False
+        await reliable.ack(delivery)
+        # Now and then a new client (as each of a run's clients, and its drain, is): the
+        # requests a client makes to set itself up are measured too, and a backlog query.
+        fresh = i % BACKLOG_EVERY == 0
+        plain = self.design.client(self.rt, False) if fresh else self.plain
+        try:
+            await plain.put(QUEUE, body)
+            await _take(plain, QUEUE)
+            if fresh:
+                await plain.backlog(QUEUE)
+        finally:
+            if fresh:
+                await plain.close()
+
+
+def _http_probe(rt: Any, node: str) -> Callable[[], Any]:
+    from lab.design.http import ResponseReader, encode_request
+
+    conn = rt.net.connect(node, "http")
+    request = encode_request("GET", PROBE_PATH, node, b"")
+
+    async def probe() -> None:
+        await conn.exchange(request, ResponseReader("GET"), PROBE_TIMEOUT)
+
+    probe.close = conn.close  # type: ignore[attr-defined]
+    return probe
+
+
+def _get_probe(client: QueueClient) -> Callable[[], Any]:
+    async def probe() -> None:
+        await client.get(QUEUE, 0)
+
+    probe.close = client.close  # type: ignore[attr-defined]
+    return probe
+
+
+@dataclass
+class _InProcessResult:
+    samples: list[Sample]
+    probe: str  # "get" or "http"
+    probe_kind: str
+    probe_service_ns: float
+
+
+async def _in_process(cls: type[Backend], options: Mapping[str, Any] | None, requests: int, tick: Callable[[], None],
+                      seed: int) -> tuple[_InProcessResult, Backend]:
+    meter = Meter(())
+    world = InProcessWorld(meter, seed)
+    design = cls(world, options)  # type: ignore[arg-type]  # the sim world's defaults
+    meter.cpu_nodes = frozenset(design.cpu_nodes)
+    clients: list[Any] = []
+    try:
+        for node in design.server_nodes:  # in the order the sim world starts them (a store first)
+            await world.start(node, design.boot(node))
+        rt = world.node("calibrate")
+        reliable, plain = design.client(rt, True), design.client(rt, False)
+        clients += [reliable, plain]
+        cycles = Cycles(design, rt, reliable, plain)
+        bodies = [(b"calibrate-" * (size // 10 + 1))[:size] for size in SIZES]
+        meter.phase, meter.recording = "warmup", True  # kept only for kinds seen nowhere else (fit)
+        for i in range(WARMUP):
+            await cycles.cycle(i, bodies[0])
+            tick()
+        # The sizes take turns, cycle by cycle: a drift of the machine's speed (other work, a
+        # growing state) then moves both sizes' medians alike, not their difference.
+        for i in range(requests * len(SIZES)):
+            size = i % len(SIZES)
+            meter.phase = f"size {SIZES[size]}"
+            await cycles.cycle(i // len(SIZES), bodies[size])
+            tick()
+        # the probe: a plain get of the now empty queue, unless that calls a peer or a store
+        first = len(meter.samples)
+        meter.phase, meter.recording = "probe", True
+        probe_name, probe = "get", _get_probe(plain)
+        world.nested_calls = 0
+        for _ in range(requests):
+            await probe()
+            tick()
+        if world.nested_calls and "http" in world.nets[design.cpu_nodes[0]].ports:
+            probe_name, probe = "http", _http_probe(rt, design.cpu_nodes[0])
+            clients.append(probe)
+            first = len(meter.samples)
+            for _ in range(requests):
+                await probe()
+        probe_samples = meter.samples[first:]
+        kinds = statistics.multimode(s.kind for s in probe_samples)
+        probe_kind = kinds[0] if kinds else ""
+        service = statistics.median([s.ns for s in probe_samples if s.kind == probe_kind] or [0])
+        meter.recording = False
+        return _InProcessResult(meter.samples, probe_name, probe_kind, service), design
+    finally:
+        for client in clients:
+            try:
+                await client.close()
+            except Exception:  # a client of a world that is going away
+                pass
+        await world.close()
+
+
+@dataclass
+class _Loopback:
+    round_trips: list[int]  # ns, each probe's, one at a time
+    client_cpu: list[int]  # ns of this process's CPU in each of them (client code and link proxies)
+    client_loaded: float  # ns of this process's CPU per round trip with CONCURRENCY probes at once
+    server_loaded: float | None  # ns of the probed server process's CPU per round trip, likewise (None: in this process)
+
+
+def process_cpu_ns(pid: int) -> int | None:
+    """CPU time a process's threads have run, in ns (Linux's schedstat), or None where the OS
+    does not say."""
+    total = 0
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            total += int((task / "schedstat").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return total
+
+
+def _loopback(cls: type[Backend], options: Mapping[str, Any] | None, probe_name: str, requests: int,
+              tick: Callable[[], None], seed: int) -> _Loopback:
+    """The probe request against the design's live servers over loopback TCP: ``requests``
+    round trips one at a time (each one's time and this process's CPU in it), then as many
+    from ``CONCURRENCY`` probes at once (this process's and the server's CPU per round trip).
+
+    Why both: one request at a time, every round trip pays for waking each event loop up;
+    under load a wake-up serves several requests, so the CPU a request costs — what bounds
+    throughput — is the loaded figure, and the rest of an idle round trip is latency."""
+    from lab.worlds.live.world import LiveWorld
+
+    world = LiveWorld(seed)
+    design = cls(world, options)
+
+    async def main(control: Any) -> _Loopback:
+        await design.start()
+        probes: list[Any] = []
+
+        async def new_probe():
+            if probe_name == "get":
+                client = design.client(control, False)
+                await client.put(QUEUE, b"probe")  # the queue exists (and the client has its account)
+                await _take(client, QUEUE)
+                probes.append(_get_probe(client))
+            else:
+                probes.append(_http_probe(control, design.cpu_nodes[0]))
+            return probes[-1]
+
+        try:
+            probe = await new_probe()
+            server = world.processes.get(design.cpu_nodes[0])
+            pid = server.pid if server is not None else None
+            round_trips, client_cpu = [], []
+            for i in range(WARMUP + requests):
+                t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
+                await probe()
+                if i >= WARMUP:
+                    client_cpu.append(time.thread_time_ns() - c0)
+                    round_trips.append(time.perf_counter_ns() - t0)
+                tick()
+            loaded = [probe] + [await new_probe() for _ in range(CONCURRENCY - 1)]
+            each = max(1, requests // CONCURRENCY)
+
+            async def drive(one) -> None:
+                for _ in range(each):
+                    await one()
+                    tick()
+
+            server_before = process_cpu_ns(pid) if pid is not None else None
+            c0 = time.thread_time_ns()
+            await asyncio.gather(*(drive(one) for one in loaded))
+            client_loaded = (time.thread_time_ns() - c0) / (each * CONCURRENCY)
+            server_after = process_cpu_ns(pid) if server_before is not None else None
+            server_loaded = ((server_after - server_before) / (each * CONCURRENCY)
+                             if server_after is not None else None)
+            return _Loopback(round_trips, client_cpu, client_loaded, server_loaded)
+        finally:
+            for one in probes:
+                await one.close()
+            await design.stop()
+
+    return world.run(main)
+
+
+def measure_fsync(count: int = FSYNCS) -> dict[str, Any]:
+    """The machine's fsync latency where the live world keeps its servers' files (the
+    temporary folder): ``count`` appends of a 4 KiB page, each fsynced, as a lognormal (ms)
+    fitted to the median and the 99th percentile."""
+    import tempfile
+
+    times = []
+    with tempfile.TemporaryDirectory(prefix="queue-lab-fsync-") as folder:
+        with open(Path(folder) / "probe", "ab") as file:
+            page = b"\0" * 4096
+            for _ in range(count):
+                file.write(page)
+                file.flush()
+                t0 = time.perf_counter_ns()
+                os.fsync(file.fileno())
+                times.append(time.perf_counter_ns() - t0)
+    times.sort()
+    median, p99 = statistics.median(times), times[min(len(times) - 1, round(0.99 * (len(times) - 1)))]
+    return {"dist": "lognormal", "ms": round(median / 1e6, 5), "sigma": round(math.log(p99 / median) / 2.3263, 4)}
+
+
+def _load_average() -> float | None:
+    """The machine's one-minute load average, where the OS tells it."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
+def calibrate(backend: str, requests: int = DEFAULT_REQUESTS, *, options: Mapping[str, Any] | None = None,
+              loopback: bool = True, progress: bool = True, seed: int = 0) -> Calibration:
+    """Measure ``backend``'s service times in process (``requests`` cycles per message size)
+    and, with ``loopback``, its protocol's loopback latency (``requests`` round trips)."""
+    from lab.worlds.live.world import _run_event_loop  # the live world's loop (uvloop): the servers' own
+    from lab.history.provenance import machine, versions
+    from tqdm import tqdm
+
+    if requests < MIN_REQUESTS:
+        raise ValueError(f"requests must be at least {MIN_REQUESTS}, got {requests}")
+    cls = backend_class(backend)
+    load_before = _load_average()
+    live = loopback and "live" in cls.worlds
+    total = WARMUP + len(SIZES) * requests + requests + ((WARMUP + 2 * requests) if live else 0)
+    started = time.monotonic()
+    with tqdm(total=total, unit="op", desc=f"calibrate {backend}", disable=not progress, dynamic_ncols=True,
+              leave=False) as bar:
+        tick = lambda: bar.update(1)  # noqa: E731
+        result, design = _run_event_loop(_in_process(cls, options, requests, tick, seed))
+        phases = (f"size {SIZES[0]}", f"size {SIZES[1]}")
+        fits = fit(result.samples, phases)
+        network, round_trips, transport_ns, client = None, [], 0.0, None
+        if live:
+            loop = _loopback(cls, options, result.probe, requests, tick, seed)
+            round_trips = loop.round_trips
+            service = result.probe_service_ns
+            if loop.server_loaded is None:  # the server ran in this process: its CPU is in the client's
+                client_ns, server_ns = max(FLOOR_NS, loop.client_loaded - service), service
+            else:
+                client_ns, server_ns = max(FLOOR_NS, loop.client_loaded), max(loop.server_loaded, service)
+                transport_ns = server_ns - service
+            # the loaded CPU per round trip, with the spread of the one-at-a-time ones
+            client = ServiceTime("lognormal", client_ns,
+                                 _sigma_of([math.log(max(FLOOR_NS, c)) for c in loop.client_cpu]))
+            network = fit_network(round_trips, server_ns + client_ns)
+    found = versions()
+    measured: dict[str, Any] = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": machine(),
+        "python": found["python"],
+        "lab": found.get("queue-lab", "unknown"),
+        "sizes": list(SIZES),
+        "cycles_per_size": requests,
+        "warmup_cycles": WARMUP,
+        "requests_per_kind": {kind: f.n for kind, f in sorted(fits.items())},
+        "options": {k: v for k, v in design.options.items()},
+        "seconds": round(time.monotonic() - started, 1),
+        # other work on the machine inflates both measurements (caches, wake-ups): say how busy it was
+        "load_average": {"before": load_before, "after": _load_average()},
+    }
+    if live:
+        measured["network_probe"] = {
+            "probe": ("plain get of an empty queue" if result.probe == "get" else f"HTTP GET {PROBE_PATH} (no route)"),
+            "kind": result.probe_kind, "round_trips": len(round_trips),
+            "round_trip_us_median": round(statistics.median(round_trips) / 1e3, 2),
+            "service_us_subtracted": round(result.probe_service_ns / 1e3, 2),
+            "concurrency": CONCURRENCY,
+            "client_cpu_us_per_round_trip": {"one_at_a_time": round(statistics.median(loop.client_cpu) / 1e3, 2),
+                                             "loaded": round(loop.client_loaded / 1e3, 2)},
+            "server_process_cpu_us_per_round_trip": (round(loop.server_loaded / 1e3, 2)
+                                                     if loop.server_loaded is not None else None)}
+    fsync = measure_fsync() if live else None
+    return Calibration(backend, fits, network, measured, transport_ns, client, fsync)

@@ -1,0 +1,330 @@
+"""`lab matrix`: every design, under every fault scenario, over several seeds, as one table.
+
+A cell is (design, one of its option sets that change a promise, scenario); each cell runs
+once per seed in the sim world, in parallel worker processes. Per cell, over its seeds:
+the checker's counts summed (lost, duplicated, unexpected; inversions, and the most
+messages that overtook one), the worst verdict class with its reason (a broken promise,
+named), put and end-to-end latency per phase from the Spark pipeline's histograms merged
+over the seeds (never averages of percentiles), and the time to recover after the heal
+(``lab.judge.recovery``; the slowest seed), held to the scenario's ``recover_within`` budget.
+A cell is INVALID when any of its seeds broke a promise; ``lab matrix`` then exits 1
+(``invalid_rows``), so a script or CI can gate on it; allowed cells do not fail it.
+
+Designs come from the registry and their option sets from ``Backend.promise_options``
+(or ``--option-sets FILE``), scenarios from ``lab.workloads.spec.scenario_files``: a design or a
+scenario joins by being registered or written, with no change here. Output: ``matrix.csv``
+(a row per cell), ``matrix.md`` (the grid, then the figures) and ``heatmap.png``.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from lab.worlds import interrupt
+from lab.design.registry import REGISTRY, backend_class
+from lab.history.paths import runs_dir
+from lab.judge.summary import format_ns
+from lab.judge.verdict import ALLOWED, INVALID, VALID
+from lab.workloads.spec import Workload, WorkloadError, load_workload
+
+WORLD = "sim"
+PHASES = ("steady", "fault", "heal")
+OPS = ("put", "e2e")
+QUANTILES = ("p50_ns", "p99_ns", "p999_ns")
+SEVERITY = {VALID: 0, ALLOWED: 1, INVALID: 2}
+COLUMNS = ("backend", "options", "scenario", "seeds", "verdict", "reason", "lost", "duplicated", "unexpected",
+           "inversions", "most_overtakers", "recover_s", "undelivered", "recover_within", "recovered_in_time",
+           *(f"{op}_{phase}_{q}" for op in OPS for phase in PHASES for q in QUANTILES), "run_ids")
+
+
+@dataclass(frozen=True)
+class Cell:
+    backend: str
+    options: tuple[tuple[str, Any], ...]  # an option set, sorted: hashable
+    scenario: str
+
+    @property
+    def row(self) -> str:
+        """The design and its options, as the grid's row label."""
+        return " ".join([self.backend, *(f"{k}={v}" for k, v in self.options)])
+
+
+@dataclass
+class SeedRun:
+    """What a worker process sends back of one run."""
+
+    run_id: str
+    run_dir: str
+    seed: int
+    verdict: str
+    reason: str
+    lost: int
+    duplicated: int
+    unexpected: int
+    inversions: int
+    most_overtakers: int
+    recover_s: float | None
+    undelivered: int
+    wall_seconds: float
+
+
+@dataclass
+class Matrix:
+    directory: Path
+    cells: dict[Cell, list[SeedRun]]
+    rows: list[dict[str, Any]] = field(default_factory=list)  # one per cell, COLUMNS
+
+    @property
+    def csv_path(self) -> Path:
+        return self.directory / "matrix.csv"
+
+    @property
+    def markdown_path(self) -> Path:
+        return self.directory / "matrix.md"
+
+    @property
+    def heatmap_path(self) -> Path:
+        return self.directory / "heatmap.png"
+
+
+def invalid_rows(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The cells (rows, COLUMNS) whose worst verdict is INVALID: a broken promise, not an
+    anomaly the design's promises allow."""
+    return [row for row in rows if row["verdict"] == INVALID]
+
+
+def scenarios_named(names: Iterable[str] | None) -> list[Workload]:
+    """The scenarios by name or file (default: every scenario file)."""
+    if names:
+        return [load_workload(name) for name in names]
+    from lab.workloads.spec import scenario_files
+
+    return [load_workload(p) for p in scenario_files()]
+
+
+def option_sets(backends: Iterable[str], overrides: Mapping[str, list[Mapping[str, Any]]] | None = None
+                ) -> dict[str, list[dict[str, Any]]]:
+    """Each design's option sets, checked for the sim world (a bad one fails before any run)."""
+    sets = {}
+    for name in backends:
+        cls = backend_class(name)
+        chosen = [dict(s) for s in (overrides or {}).get(name, cls.promise_options)]
+        for options in chosen:
+            cls.check_options(options, WORLD)  # BadOption now, naming the option, before any run
+        sets[name] = chosen
+    unknown = sorted(set(overrides or {}) - set(sets))
+    if unknown:
+        raise WorkloadError(f"option sets for {', '.join(unknown)}: not among the designs run ({', '.join(sets)})")
+    return sets
+
+
+def plan(backends: list[str], scenarios: list[Workload], sets: Mapping[str, list[dict[str, Any]]]) -> list[Cell]:
+    from lab.experiments.runner import fault_refusal
+
+    cells = []
+    for backend in backends:
+        for options in sets[backend]:
+            for scenario in scenarios:
+                refusal = fault_refusal(scenario, WORLD, backend)
+                if refusal is not None:
+                    raise WorkloadError(f"{scenario.name} on {backend}: {refusal}")
+                cells.append(Cell(backend, tuple(sorted(options.items())), scenario.name))
+    return cells
+
+
+def run_matrix(backends: Iterable[str] | None = None, scenarios: Iterable[str] | None = None, seeds: int = 5,
+               overrides: Mapping[str, list[Mapping[str, Any]]] | None = None, jobs: int | None = None,
+               out: str | Path | None = None, progress: bool = True,
+               echo: Callable[[str], None] = print) -> Matrix:
+    """Run every cell over ``seeds`` seeds (1..seeds) and write the matrix."""
+    backends = list(backends or sorted(REGISTRY))
+    if seeds < 1:
+        raise WorkloadError(f"--seeds {seeds}: use 1 or more")
+    sets = option_sets(backends, overrides)
+    workloads = {w.name: w for w in scenarios_named(scenarios)}
+    cells = plan(backends, list(workloads.values()), sets)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    directory = Path(out) if out is not None else runs_dir() / f"matrix-{stamp}"
+    directory.mkdir(parents=True, exist_ok=True)
+    jobs = jobs or os.cpu_count() or 1
+    work = [(cell, seed) for cell in cells for seed in range(1, seeds + 1)]
+    echo(f"lab matrix: {len(cells)} cells ({len(backends)} designs, {len(workloads)} scenarios) x {seeds} seeds "
+         f"= {len(work)} runs in the {WORLD} world, {jobs} at a time; folder {directory}")
+    results: dict[Cell, list[SeedRun]] = {cell: [] for cell in cells}
+    bar = _bar(len(work), progress)
+    # interrupt.worker_init: a worker dies with the lab, and a signal ends its run cleanly, then it
+    pool = ProcessPoolExecutor(max_workers=jobs, initializer=interrupt.worker_init, initargs=(_quiet,))
+    completed = interrupted = False
+    try:
+        futures = {pool.submit(interrupt.worker_call, _run_one, workloads[cell.scenario], cell.backend,
+                               dict(cell.options), seed, directory / _folder(cell, seed)): cell
+                   for cell, seed in work}
+        for future in as_completed(futures):
+            results[futures[future]].append(future.result())
+            bar.update(1)
+        completed = True
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
+    finally:
+        bar.close()
+        interrupt.stop_pool(pool, interrupted=not completed)  # Ctrl-C, SIGTERM: runs in flight cut short
+        if interrupted:  # after the pool: its workers have removed the run folders they had begun
+            interrupt.mark_interrupted(directory, "matrix", runs_done=sum(map(len, results.values())),
+                                       runs_planned=len(work))
+    matrix = Matrix(directory, {cell: sorted(runs, key=lambda r: r.seed) for cell, runs in results.items()})
+    echo("  aggregating with Spark ...")
+    latencies = _latencies(matrix)
+    matrix.rows = [_row(cell, runs, workloads[cell.scenario], latencies) for cell, runs in matrix.cells.items()]
+    _write_csv(matrix.rows, matrix.csv_path)
+    matrix.markdown_path.write_text(markdown(matrix.rows, seeds) + "\n")
+    heatmap(matrix.rows, matrix.heatmap_path, seeds)
+    return matrix
+
+
+def _folder(cell: Cell, seed: int) -> str:
+    options = "-".join(f"{k}={v}" for k, v in cell.options) or "defaults"
+    return f"{cell.backend}/{options}/{cell.scenario}/s{seed}"
+
+
+def _bar(total: int, progress: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="run", disable=not progress, dynamic_ncols=True)
+
+
+def _quiet() -> None:
+    """A worker logs errors only: what a design says of each run (a journal's torn tail
+    after a crash) would bury the progress bar; the run's verdict and files hold the facts."""
+    import logging
+
+    logging.getLogger().setLevel(logging.ERROR)
+
+
+def _run_one(workload: Workload, backend: str, options: dict[str, Any], seed: int, out: Path) -> SeedRun:
+    """One run, in a worker process: the runner's run and its time to recover."""
+    from lab.history.record import read_samples
+    from lab.judge.recovery import time_to_recover
+    from lab.experiments.runner import run
+
+    result = run(workload, backend, WORLD, seed=seed, out=out, progress=False, options=options)
+    v = result.verdict
+    recovery = time_to_recover(read_samples(result.run_dir))
+    return SeedRun(result.run_id, str(result.run_dir), seed, v.verdict, v.reason, v.lost, v.duplicated,
+                   v.unexpected, v.reordering.inversions, v.reordering.most_overtakers, recovery.seconds,
+                   recovery.undelivered, result.wall_seconds)
+
+
+def _latencies(matrix: Matrix) -> dict[tuple[Cell, str, str], dict[str, float]]:
+    """(cell, op, phase) -> p50/p99/p99.9, from the Spark pipeline's histograms of the
+    cell's runs, merged over its seeds."""
+    from lab.aggregate.pipeline import aggregate, percentiles
+    from lab.aggregate.spark import spark_session
+
+    runs = [r for rs in matrix.cells.values() for r in rs]
+    summaries = aggregate(spark_session(), [r.run_dir for r in runs], matrix.directory / "summary")
+    cell_of = {r.run_id: cell for cell, rs in matrix.cells.items() for r in rs}
+    h = summaries.histograms
+    h = h[h.op.isin(OPS) & h.phase.isin(PHASES)].copy()
+    h["cell"] = h.run_id.map(lambda run_id: _cell_key(cell_of[run_id]))
+    merged = percentiles(h, ["cell", "op", "phase"])
+    keys = {_cell_key(cell): cell for cell in matrix.cells}
+    return {(keys[r.cell], r.op, r.phase): {q: getattr(r, q) for q in QUANTILES} for r in merged.itertuples()}
+
+
+def _cell_key(cell: Cell) -> str:
+    return f"{cell.row}|{cell.scenario}"
+
+
+def _row(cell: Cell, runs: list[SeedRun], scenario: Workload,
+         latencies: Mapping[tuple[Cell, str, str], Mapping[str, float]]) -> dict[str, Any]:
+    worst = max(runs, key=lambda r: SEVERITY[r.verdict])
+    recovers = [r.recover_s for r in runs]
+    recover = None if any(s is None for s in recovers) else max(recovers, default=None)
+    budget = getattr(scenario, "recover_within", None)
+    row: dict[str, Any] = {
+        "backend": cell.backend, "options": " ".join(f"{k}={v}" for k, v in cell.options),
+        "scenario": cell.scenario, "seeds": len(runs), "verdict": worst.verdict,
+        "reason": worst.reason if worst.verdict != VALID else "",
+        "lost": sum(r.lost for r in runs), "duplicated": sum(r.duplicated for r in runs),
+        "unexpected": sum(r.unexpected for r in runs), "inversions": sum(r.inversions for r in runs),
+        "most_overtakers": max(r.most_overtakers for r in runs),
+        "recover_s": recover, "undelivered": sum(r.undelivered for r in runs), "recover_within": budget,
+        "recovered_in_time": None if budget is None else (recover is not None and recover <= budget),
+        "run_ids": " ".join(r.run_id for r in runs),
+    }
+    for op in OPS:
+        for phase in PHASES:
+            values = latencies.get((cell, op, phase), {})
+            for q in QUANTILES:
+                row[f"{op}_{phase}_{q}"] = values.get(q)
+    return row
+
+
+def _write_csv(rows: list[dict[str, Any]], path: Path) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _label(row: Mapping[str, Any]) -> str:
+    return " ".join(filter(None, [row["backend"], row["options"]]))
+
+
+def _grid_cell(row: Mapping[str, Any]) -> str:
+    verdict = {VALID: "valid", ALLOWED: "allowed", INVALID: "**INVALID**"}[row["verdict"]]
+    late = " late" if row["recovered_in_time"] is False else ""
+    return f"{verdict} {row['lost']}/{row['duplicated']}{late}"
+
+
+def markdown(rows: list[dict[str, Any]], seeds: int) -> str:
+    """The grid (rows: design and options; columns: scenarios; the worst verdict over the
+    seeds and lost/duplicated summed), then a line per cell with its figures."""
+    scenarios = list(dict.fromkeys(r["scenario"] for r in rows))
+    labels = list(dict.fromkeys(_label(r) for r in rows))
+    by = {(_label(r), r["scenario"]): r for r in rows}
+    lines = [f"Worst verdict over {seeds} seed(s), then lost/duplicated summed over them; `late`: "
+             "not every acknowledged message delivered within the scenario's recovery budget.", "",
+             "| design | " + " | ".join(scenarios) + " |", "|---|" + "---|" * len(scenarios)]
+    for label in labels:
+        lines.append(f"| {label} | " + " | ".join(_grid_cell(by[(label, s)]) if (label, s) in by else "-"
+                                                for s in scenarios) + " |")
+    header = ("design", "scenario", "verdict", "lost", "dup", "unexp", "inversions", "put p99 steady / fault / heal",
+              "e2e p99 steady / fault / heal", "recover", "why")
+    lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for r in rows:
+        put = " / ".join(_ns(r[f"put_{p}_p99_ns"]) for p in PHASES)
+        e2e = " / ".join(_ns(r[f"e2e_{p}_p99_ns"]) for p in PHASES)
+        recover = f"never ({r['undelivered']} undelivered)" if r["undelivered"] else _seconds(r["recover_s"])
+        if r["recover_within"] is not None:
+            recover += f" (budget {r['recover_within']:g} s)"
+        lines.append("| " + " | ".join(str(c) for c in (
+            _label(r), r["scenario"], r["verdict"], r["lost"], r["duplicated"], r["unexpected"], r["inversions"],
+            put, e2e, recover, r["reason"])) + " |")
+    return "\n".join(lines)
+
+
+def _ns(value: float | None) -> str:
+    return "-" if value is None or value != value else format_ns(value)
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} s"
+
+
+def heatmap(rows: list[dict[str, Any]], path: Path, seeds: int) -> None:
+    """Rows: designs x options; columns: scenarios; colour: the worst verdict; numbers:
+    lost/duplicated (summed over the seeds). Drawn by ``lab.present.plots.verdict_heatmap``."""
+    from lab.present.plots import verdict_heatmap
+
+    cells = {(_label(r), r["scenario"]): (r["verdict"], f"{r['lost']}/{r['duplicated']}"
+                                          + ("\nlate" if r["recovered_in_time"] is False else ""))
+             for r in rows}
+    verdict_heatmap(cells, title=f"worst verdict over {seeds} seed(s); numbers: lost/duplicated", path=path)

@@ -1,0 +1,183 @@
+"""The delivery checker: Jepsen's total-queue verdict plus real-time order.
+
+Reads a run's samples (puts and gets with their outcomes) and answers "what went in,
+what came out":
+
+- attempts: every put invoked; enqueued: puts that returned ok;
+- ok: dequeued values that were attempted (multiset intersection);
+- unexpected: dequeued values never attempted; duplicated: dequeued more often than
+  attempted; lost: ok puts never dequeued; recovered: dequeued although the put's
+  outcome was not ok (Jepsen: ok minus enqueued);
+- the verdict holds these counts and the reordering to what the design promises under
+  the run's options, read mode and faults (``lab.judge.verdict.judge_run``): ``valid``,
+  ``allowed`` (an anomaly the promises permit under one of the run's faults) or
+  ``invalid`` (a broken promise, named). A run that is no evidence at all — no put
+  acknowledged, nothing ever delivered — is invalid (a client timeout shorter than the
+  network's round trip must not pass as a clean run). Without the run's facts (a bare
+  history) the rule is Jepsen's: nothing lost, nothing unexpected.
+
+Order is real-time order (``lab.judge.order``): message B overtook message A of the same queue
+when A's put was acknowledged before B's put was invoked and B's get returned before A's
+get was invoked, whichever producers and consumers; each such pair is an inversion, and
+calls that overlap promise nothing. A design that promises order per consumer only
+(``FIFO_PER_CONSUMER``) is checked per consumer. Messages delivered more than once are left
+out of the order (the duplicates count them).
+
+A get whose consumer then released the message (a ``release`` row, whatever its outcome:
+a release refused or lost still leaves the message to come back) is no delivery: the
+message was handed back, and its next delivery is the one that counts. A released message
+is left out of the reordering: it comes back behind later ones by design.
+
+The checker needs a complete drain, like Jepsen's: the runner drains every queue
+before it stops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lab.judge.attribution import attribute, failed_operations
+from lab.judge.order import Reordering, check_order
+from lab.history.record import mask, message_codes
+from lab.design.promises import FIFO_PER_CONSUMER, NO_ORDER, total_queue
+from lab.judge.verdict import NO_ANOMALY, Judgement, RunFacts, delivery_problem, judge_run
+
+EXAMPLES = 10  # how many ids of each anomaly the verdict lists
+
+
+@dataclass
+class Verdict:
+    attempts: int
+    enqueued: int
+    dequeued: int
+    ok: int
+    lost: int
+    unexpected: int
+    duplicated: int
+    recovered: int
+    reordering: Reordering
+    examples: dict[str, list[str]] = field(default_factory=dict)
+    #: per anomaly, how much of its count each fault, lease or release explains (``lab.judge.attribution``)
+    explained: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: operations that failed or timed out, by what they were (``lab.judge.attribution.failed_operations``)
+    failed: dict[str, int] = field(default_factory=dict)
+    #: the design, options, read mode and faults the counts are judged against (None: Jepsen's rule)
+    facts: RunFacts | None = None
+
+    @property
+    def problem(self) -> str | None:
+        """Why the run shows nothing about delivery, or None."""
+        return delivery_problem(self.attempts, self.enqueued, self.dequeued)
+
+    @cached_property
+    def judgement(self) -> Judgement:
+        return judge_run(self.facts, attempts=self.attempts, enqueued=self.enqueued, dequeued=self.dequeued,
+                         lost=self.lost, unexpected=self.unexpected, duplicated=self.duplicated,
+                         inversions=self.reordering.inversions, explained=self.explained, failed=self.failed)
+
+    @property
+    def verdict(self) -> str:
+        """valid, allowed or invalid (``lab.judge.verdict``)."""
+        return self.judgement.verdict
+
+    @property
+    def reason(self) -> str:
+        return self.judgement.reason
+
+    @property
+    def valid(self) -> bool:
+        return self.judgement.valid
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("facts")  # the manifest holds them: backend, options, workload, fault_kinds
+        d.update(verdict=self.verdict, reason=self.reason, valid=self.valid, problem=self.problem)
+        return d
+
+    def line(self) -> str:
+        verdict = self.verdict.upper()
+        note = self.problem or (None if self.reason == NO_ANOMALY else self.reason)
+        if note:
+            verdict = f"{verdict} ({note})"
+        r = self.reordering
+        return (
+            f"{verdict}: {self.attempts} attempted, {self.ok} ok, {self.lost} lost, "
+            f"{self.unexpected} unexpected, {self.duplicated} duplicated, {self.recovered} recovered; "
+            f"{r.inversions} inversions ({r.overtaken} of {r.checked} messages overtaken, at most by "
+            f"{r.most_overtakers}; order per {r.scope})"
+        )
+
+
+def check(samples: pa.Table, facts: RunFacts | None = None) -> Verdict:
+    """The verdict of one run's samples (a table with the sample schema, or at least its op,
+    client, msg_id, t_start_ns, latency_ns and outcome columns; string columns may be
+    dictionary-encoded), judged against the promises ``facts`` name (None: Jepsen's
+    total-queue rule).
+
+    The counts are multisets of message ids, kept as numpy counts over the run's distinct
+    ids (Arrow hashes them), so a long run's check holds no Python object per message."""
+    ids, codes = message_codes(samples)
+    n = len(ids)
+    put = mask(samples, "op", "put")
+    ok_outcome = mask(samples, "outcome", "ok")
+    got = mask(samples, "op", "get") & ok_outcome & (codes >= 0)  # deliveries, not empty polls
+
+    def counts(rows: np.ndarray) -> np.ndarray:
+        chosen = codes[rows]
+        return np.bincount(chosen[chosen >= 0], minlength=n).astype(np.int32)
+
+    attempts = counts(put)
+    enqueued = counts(put & ok_outcome)
+    released = counts(mask(samples, "op", "release"))
+    dequeued = np.maximum(counts(got) - released, 0)  # handed back: not delivered
+    del put, ok_outcome
+
+    totals: dict[str, int] = {}
+    examples: dict[str, list[str]] = {}
+
+    def tally(name: str, c: np.ndarray) -> None:  # one anomaly array at a time: a long run has millions of ids
+        totals[name] = int(c.sum(dtype=np.int64))
+        chosen = np.flatnonzero(c)
+        if chosen.size and name in ("lost", "unexpected", "duplicated", "recovered"):
+            names = ids.take(pa.array(chosen))
+            examples[name] = names.take(pc.sort_indices(names)[:EXAMPLES]).to_pylist()
+
+    ok = np.minimum(dequeued, attempts)
+    tally("ok", ok)
+    tally("recovered", np.maximum(ok - enqueued, 0))
+    del ok
+    tally("unexpected", np.where(attempts == 0, dequeued, 0))
+    duplicated = np.where(attempts > 0, np.maximum(dequeued - attempts, 0), 0)
+    tally("duplicated", duplicated)
+    lost = np.maximum(enqueued - dequeued, 0)
+    tally("lost", lost)
+    examples = {name: examples[name] for name in ("lost", "unexpected", "duplicated", "recovered") if name in examples}
+    del got
+    promises = facts.promises() if facts is not None else total_queue("no declared promises")
+    order = check_order(samples, codes, n, per_consumer=promises.order == FIFO_PER_CONSUMER)
+    attribution = attribute(samples, codes, promises, lost=lost, duplicated=duplicated,
+                            overtaken=order.counts if promises.order != NO_ORDER else None)
+    for anomaly, chosen in attribution.unexplained.items():
+        names = ids.take(pa.array(chosen))
+        examples[f"unexplained {anomaly}"] = names.take(pc.sort_indices(names)[:EXAMPLES]).to_pylist()
+    return Verdict(
+        attempts=int(attempts.sum(dtype=np.int64)),
+        enqueued=int(enqueued.sum(dtype=np.int64)),
+        dequeued=int(dequeued.sum(dtype=np.int64)),
+        ok=totals["ok"],
+        lost=totals["lost"],
+        unexpected=totals["unexpected"],
+        duplicated=totals["duplicated"],
+        recovered=totals["recovered"],
+        reordering=order.summary,
+        examples=examples,
+        explained=attribution.explained,
+        failed=failed_operations(samples),
+        facts=facts,
+    )

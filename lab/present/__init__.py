@@ -1,0 +1,2 @@
+"""Presentation: charts (``plots``), the HTML report (``report``) and the notebooks' helpers
+(``notebook_faults``)."""

@@ -1,1 +1,0 @@
-"""Wire protocols shared by several designs, sans-IO (bytes in, bytes out): ``http``."""
