@@ -18,7 +18,7 @@ import yaml
 from lab.design.registry import CONTROL, REGISTRY, UnknownBackend, backend_class, design_module
 from lab.design.options import BadOption
 from lab.experiments.compare import NothingToRun
-from lab.design.mutants import UnknownMutant
+from lab.experiments.planting import UnknownMutant
 from lab.history.paths import BadRunDir
 from lab.aggregate.spark import JavaMissing
 from lab.judge.verdict import INVALID
@@ -681,7 +681,7 @@ def _option_sets_file(path: Path) -> dict:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from lab.worlds import interrupt
-    from lab.design.mutants import plant_from_environment
+    from lab.experiments.planting import plant_from_environment
 
     plant_from_environment(args.design)  # the test hook QUEUE_LAB_MUTANT: off unless set
     try:

@@ -11,7 +11,7 @@ import dataclasses
 
 import pytest
 
-from lab.design.mutants import plant
+from lab.experiments.planting import plant
 from lab.experiments.runner import run
 from lab.workloads.spec import Workload, load_workload
 

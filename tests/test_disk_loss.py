@@ -20,7 +20,7 @@ from lab.backends.primer.driver import PrimerBackend
 from lab.workloads.faults import Cast, parse_fault
 from lab.worlds.live import LiveWorld
 from lab.worlds.live.disk import destroy, durable_ledger_path, fsync_delay_path
-from lab.design.mutants import plant
+from lab.experiments.planting import plant
 from lab.history.phases import fault_events
 from lab.history.record import read_samples
 from lab.experiments.runner import run

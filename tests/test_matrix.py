@@ -11,7 +11,7 @@ import pytest
 
 from lab.cli import main
 from lab.experiments.matrix import run_matrix
-from lab.design.mutants import plant
+from lab.experiments.planting import plant
 from lab.history.phases import fault_text
 from lab.history.record import Recorder
 from lab.judge.recovery import time_to_recover

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from lab.design import mutants
+from lab.experiments import planting as mutants
 from lab.backends.ideal.core import IdealQueue
 from lab.cli import main
-from lab.design.mutants import ENV, Mutant, Patch, UnknownMutant, catalogue, plant, plant_from_environment
+from lab.experiments.planting import ENV, UnknownMutant, catalogue, plant, plant_from_environment
+from lab.design.mutants import Mutant, Patch
 from lab.experiments.hunt import hunt, report_lines
 from lab.experiments.runner import run
 from lab.workloads.spec import load_workload, parse_workload
@@ -63,7 +64,7 @@ def test_a_run_with_a_planted_mutant_is_invalid_and_says_so_in_its_manifest_and_
 
 
 def test_the_hook_plants_in_a_server_process_only_the_mutant_of_its_own_design():
-    probe = ("from lab.design.mutants import plant_from_environment as p; from lab.backends.ideal.core import IdealQueue as Q;"
+    probe = ("from lab.experiments.planting import plant_from_environment as p; from lab.backends.ideal.core import IdealQueue as Q;"
              "before = Q.get; print(p('kestrel'), Q.get is before, p('ideal'), Q.get is before)")
     env = {**os.environ, ENV: "ideal-skips-the-head"}
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab.design.mutants import catalogue, plant
+from lab.experiments.planting import catalogue, plant
 from lab.experiments.runner import RunResult, run
 from lab.judge.verdict import INVALID
 from lab.workloads.spec import load_workload

@@ -14,7 +14,7 @@ import pytest
 
 from lab.backends.primer.core.queues import Queues
 from lab.backends.primer.core.replica import Replica
-from lab.design.mutants import catalogue, plant
+from lab.experiments.planting import catalogue, plant
 from lab.backends.primer import mutants as primer_mutants
 from lab.experiments.runner import run
 from lab.judge.verdict import INVALID

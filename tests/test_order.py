@@ -17,7 +17,7 @@ from lab.experiments.runner import CHECKED_COLUMNS, run
 from lab.design.promises import FIFO_PER_CONSUMER
 from lab.judge.verdict import RunFacts
 from lab.workloads.spec import parse_workload
-from lab.design.mutants import plant
+from lab.experiments.planting import plant
 
 COLUMNS = ("op", "client", "queue", "msg_id", "t_start_ns", "latency_ns", "outcome")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lab.design.mutants import plant
+from lab.experiments.planting import plant
 from lab.history.record import read_samples
 from lab.experiments.runner import run as run_workload
 from lab.design.runtime import CallTimeout, Unreachable

@@ -21,7 +21,7 @@ import pytest
 
 from lab.backends.cassieq.core import queue_data
 from lab.backends.ideal import core as ideal_core
-from lab.design.mutants import plant
+from lab.experiments.planting import plant
 from lab.experiments.runner import run
 from lab.judge.verdict import INVALID, VALID
 from lab.workloads.spec import load_workload, parse_workload

@@ -1,7 +1,61 @@
-"""What a design is, and nothing else: the Runtime port and its errors (``runtime``), the
-Backend and client interface (``backend``), the promises a design declares (``promises``), its
-options (``options``), the Store on a Runtime disk (``storage``), service-time models
-(``service``), message bodies (``message``) and the sans-IO HTTP wire (``http``).
+"""The design API: everything a design imports from the lab, in one place.
 
-The lowest layer: it imports nothing else of the lab. Design authors import it through
-``lab.design``."""
+A design — one of the lab's own in ``lab/backends/`` or one installed from elsewhere — is
+written against these names and nothing else of the lab:
+
+- the Runtime port, the one room a core talks to the world through (``Runtime``: clock,
+  tasks, events, random, disk, network), its errors (``CallTimeout``, ``Unreachable``,
+  ``RemoteError``, ``NodeDown``, ``ProtocolDrop``, ``Cancelled``) and its parts (``Store``,
+  ``Connection``, ``ServerConnection``, ...); ``RuntimeStore``, the Store on a Runtime disk;
+- the driver interface: ``Backend`` (the design's nodes, boot and clients), ``QueueClient``
+  and ``Delivery``, and ``Rejected`` for a definite refusal;
+- what a design promises (``Promises``, ``Allowance`` and their words: delivery, order,
+  the scopes of an allowance) and the options it takes (``Option`` with ``number``,
+  ``whole``, ``choice``; ``TIMEOUT``; ``BadOption``);
+- the sans-IO HTTP/1.1 wire (``Router``, ``Request``, ``Response``, ``HttpServerConnection``,
+  ``encode_request``, ``ResponseReader``, ...), service-time models (``ServiceModel``) and
+  message bodies (``decode``);
+- planted bugs for ``lab mutants`` (``Mutant``, ``Patch``).
+
+A core imports the port alone, ``lab.design.runtime``, so that nothing but the port is run on
+its way (``tests/test_core_purity.py``). What a server entry, an embedded mode or a
+benchmark takes from the two worlds (a live runtime, the ready line, signals, a simulated
+store) is ``lab.design.worlds``.
+"""
+
+from __future__ import annotations
+
+from lab.design.backend import Backend, Delivery, QueueClient, Rejected, outcome_of
+from lab.design.http import (JSON, HttpReply, HttpServerConnection, Request, Response, ResponseReader, Router,
+                             encode_request, encode_response, error, json_response)
+from lab.design.message import decode, encode, message_id, split_id
+from lab.design.mutants import Mutant, Patch
+from lab.design.options import TIMEOUT, BadOption, Option, choice, number, whole
+from lab.design.promises import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CLOSED, CUT, DISK_LOSS, EXACTLY_ONCE, FIFO,
+                                 FIFO_PER_CONSUMER, FSYNC_MARGIN_S, GRACE_S, HOLDERS, IN_FORCE, NO_ORDER, Allowance,
+                                 Promises)
+from lab.design.runtime import (Accept, Boot, CallTimeout, Cancelled, Connection, Disk, Event, File, Handle, Handler,
+                                Network, NodeDown, ProtocolDrop, RemoteError, Runtime, Send, ServerConnection, Store,
+                                Task, Unreachable, World)
+from lab.design.service import ServiceModel, ServiceTime, message_bytes, message_kind, request_kind
+from lab.design.storage import RuntimeStore
+
+__all__ = [
+    # the Runtime port
+    "Accept", "Boot", "CallTimeout", "Cancelled", "Connection", "Disk", "Event", "File", "Handle", "Handler",
+    "Network", "NodeDown", "ProtocolDrop", "RemoteError", "Runtime", "RuntimeStore", "Send", "ServerConnection",
+    "Store", "Task", "Unreachable", "World",
+    # the driver interface
+    "Backend", "Delivery", "QueueClient", "Rejected", "outcome_of",
+    # promises and options
+    "ANY_FAULT", "AT_LEAST_ONCE", "AT_MOST_ONCE", "CLOSED", "CUT", "DISK_LOSS", "EXACTLY_ONCE", "FIFO",
+    "FIFO_PER_CONSUMER", "FSYNC_MARGIN_S", "GRACE_S", "HOLDERS", "IN_FORCE", "NO_ORDER", "Allowance", "Promises",
+    "TIMEOUT", "BadOption", "Option", "choice", "number", "whole",
+    # the HTTP wire, service times, message bodies
+    "JSON", "HttpReply", "HttpServerConnection", "Request", "Response", "ResponseReader", "Router",
+    "encode_request", "encode_response", "error", "json_response",
+    "ServiceModel", "ServiceTime", "message_bytes", "message_kind", "request_kind",
+    "decode", "encode", "message_id", "split_id",
+    # planted bugs
+    "Mutant", "Patch",
+]

@@ -37,9 +37,10 @@ from typing import Any, Iterable, Iterator, Mapping, TextIO
 import yaml
 
 from lab.worlds import interrupt
-from lab.design import mutants as planted
+from lab.experiments import planting as planted
 from lab.design.registry import REGISTRY, UnknownBackend, backend_class
-from lab.design.mutants import Mutant, UnknownMutant, catalogue, mutant
+from lab.design.mutants import Mutant
+from lab.experiments.planting import UnknownMutant, catalogue, mutant
 from lab.history.paths import make_empty_folder
 from lab.experiments.swarm import (ERROR, SeedRun, Shrinker, _bar, _InProcess, _pool, _say, _write_workload, base_workload,
                        cast_of, draw_schedule, in_worker, load_window, run_seed, schedule_line, seed_run,

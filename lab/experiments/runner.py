@@ -565,10 +565,10 @@ def write_manifest(result: RunResult, world: World) -> None:
         "versions": versions(),
         "machine": machine(),
     }
-    from lab.design import mutants
+    from lab.experiments import planting
 
-    if mutants.planted_now is not None:  # a planted bug's run: never mistaken for the design's own
-        manifest["mutant"] = mutants.planted_now
+    if planting.planted_now is not None:  # a planted bug's run: never mistaken for the design's own
+        manifest["mutant"] = planting.planted_now
     net = getattr(world, "net", None)
     if world.kind == "sim" and net is not None:
         manifest["network"] = {"delivered": net.delivered, "dropped": dict(sorted(net.dropped.items()))}

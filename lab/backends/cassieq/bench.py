@@ -49,8 +49,8 @@ BODY = b"x" * 100
 # -- the trivial endpoint: one route, 204, in a process of its own ---------------------------------
 
 def _serve_trivial(ready: Any) -> None:
-    from lab.worlds.live.streams import serve_connections
-    from lab.design.http import HttpServerConnection, Request, Response, Router
+    from lab.design.worlds import serve_connections
+    from lab.design import HttpServerConnection, Request, Response, Router
 
     async def nothing(_: Request) -> Response:
         return Response(204)
@@ -90,14 +90,14 @@ class Api:
     """Requests of the queue API (or the trivial endpoint) over one keep-alive connection."""
 
     def __init__(self, port: int, key: str = ""):
-        from lab.worlds.live.streams import LiveConnection
+        from lab.design.worlds import LiveConnection
 
         self.connection = LiveConnection(lambda: ("127.0.0.1", port), f"127.0.0.1:{port}")
         self.headers = (("authorization", f"Key {key}"),)
         self.base = f"/api/v1/accounts/{ACCOUNT}/queues/{QUEUE}"
 
     async def send(self, method: str, target: str, body: bytes = b"") -> Any:
-        from lab.design.http import ResponseReader, encode_request
+        from lab.design import ResponseReader, encode_request
 
         return await self.connection.exchange(encode_request(method, target, "bench", body, self.headers),
                                               ResponseReader(method), TIMEOUT)
@@ -223,7 +223,7 @@ def _postgresql(stack: ExitStack, scratch: Path) -> str:
 def _cassieq(stack: ExitStack, scratch: Path, store: str) -> tuple[int, str]:
     """A ``lab serve cassieq`` on ``store`` with the bench's account and queue: (port, key)."""
     from lab.backends.cassieq.client import AdminClient, CassieqClient
-    from lab.worlds.live.processes import ServerProcess
+    from lab.design.worlds import ServerProcess
 
     scratch.mkdir(parents=True, exist_ok=True)
     url = f"sqlite:///{scratch / 'cassieq.db'}" if store == "sqlite" else _postgresql(stack, scratch)

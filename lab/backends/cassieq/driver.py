@@ -28,13 +28,13 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 from urllib.parse import quote
 
-from lab.design.backend import Backend, Delivery, QueueClient, Rejected
+from lab.design import Backend, Delivery, QueueClient, Rejected
 from lab.backends.cassieq.core.model import DEFAULT_FINALIZE_SECONDS, DEFAULT_REPAIR_POLL_SECONDS
 from lab.backends.cassieq.core.repair import START_JITTER_SECONDS
-from lab.design.options import TIMEOUT, Option, number, whole
-from lab.design.runtime import Boot, Connection, Runtime
-from lab.design.promises import (ANY_FAULT, AT_LEAST_ONCE, CUT, DISK_LOSS, HOLDERS, NO_ORDER, Allowance, Promises)
-from lab.design.http import HttpReply, ResponseReader, encode_request
+from lab.design import TIMEOUT, Option, number, whole
+from lab.design import Boot, Connection, Runtime
+from lab.design import ANY_FAULT, AT_LEAST_ONCE, CUT, DISK_LOSS, HOLDERS, NO_ORDER, Allowance, Promises
+from lab.design import HttpReply, ResponseReader, encode_request
 
 ACCOUNT = "lab"
 RECOVERY_MARGIN_S = 1.0  # a store round trip or two past the last timer
@@ -266,7 +266,7 @@ class CassieqBackend(Backend):
             async def boot_store(rt: Runtime) -> None:
                 from lab.backends.cassieq.core.memory_store import MemoryStore
                 from lab.backends.cassieq.core.store import SCHEMA
-                from models.cassandra import CassandraModel, SimCassandraNode  # the sim world's store node
+                from lab.design.worlds import CassandraModel, SimCassandraNode  # the sim world's store node
 
                 model = CassandraModel(**{name: options[f"cassandra_{name}"] for name in
                                           ("replicas", "replica_lag_ms", "late_write_p", "late_write_s",
@@ -289,7 +289,7 @@ class CassieqBackend(Backend):
 
             if store_url == "cassandra":
                 from lab.backends.cassieq.core.store import StoreError
-                from models.cassandra import SimCassandraStore
+                from lab.design.worlds import SimCassandraStore
 
                 store = SimCassandraStore(rt, STORE_NODE, StoreError, timeout=options["timeout"])
             else:

@@ -14,7 +14,7 @@ from lab.backends.cassieq.core.messages import MessageQueue
 from lab.backends.cassieq.core.model import Message, bucket_of, millis
 from lab.backends.cassieq.core.queue_data import QueueData
 from lab.backends.cassieq.core.store import Condition
-from lab.design.mutants import Mutant, Patch
+from lab.design import Mutant, Patch
 
 
 async def _consume_ignoring_the_cas(self: QueueData, message: Message, invisibility: float) -> Message | None:

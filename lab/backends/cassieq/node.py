@@ -15,8 +15,8 @@ from lab.backends.cassieq.core.store import CassStore
 from lab.backends.cassieq.wire.admin import AdminApi
 from lab.backends.cassieq.wire.api import QueueApi
 from lab.backends.cassieq.wire.openapi import document
-from lab.design.runtime import Runtime
-from lab.design.http import HttpServerConnection, Request, Response, Router
+from lab.design import Runtime
+from lab.design import HttpServerConnection, Request, Response, Router
 
 HEADER_TIMEOUT = 10.0
 MAX_BODY = 16 * 1024 * 1024  # a message, or a create request

@@ -9,10 +9,10 @@ import asyncio
 import random
 from pathlib import Path
 
-from lab.worlds import interrupt
-from lab.worlds.live import LiveWorld
-from lab.worlds.live.processes import ready_line
-from lab.design.runtime import Runtime
+from lab.design.worlds import on_signals
+from lab.design.worlds import LiveWorld
+from lab.design.worlds import ready_line
+from lab.design import Runtime
 
 NODE = "cassieq"
 HELP = "a CassieQ API node: the queue API and the admin API over a shared store"
@@ -60,7 +60,7 @@ def serve(args: argparse.Namespace, ready=print) -> None:
 
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        interrupt.on_signals(loop, stop.set)  # a clean stop; `lab serve` then ends as interrupted (130)
+        on_signals(loop, stop.set)  # a clean stop; `lab serve` then ends as interrupted (130)
 
         async def boot(rt: Runtime) -> None:
             # account keys are secrets: the OS's source, not the node's seeded random

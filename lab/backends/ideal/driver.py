@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from lab.design.options import TIMEOUT
-from lab.design.backend import Backend, Delivery, QueueClient, Rejected
-from lab.design.options import Option
+from lab.design import TIMEOUT
+from lab.design import Backend, Delivery, QueueClient, Rejected
+from lab.design import Option
 from lab.backends.ideal.core import Ack, Get, IdealQueue, Item, Put, Release
-from lab.design.runtime import Boot, Runtime
-from lab.design.service import ServiceModel, ServiceTime
-from lab.design.promises import (ANY_FAULT, AT_MOST_ONCE, CUT, DISK_LOSS, EXACTLY_ONCE, FIFO, HOLDERS, Allowance, Promises)
+from lab.design import Boot, Runtime
+from lab.design import ServiceModel, ServiceTime
+from lab.design import (ANY_FAULT, AT_MOST_ONCE, CUT, DISK_LOSS, EXACTLY_ONCE, FIFO, HOLDERS, Allowance, Promises)
 
 SERVER = "ideal-0"
 

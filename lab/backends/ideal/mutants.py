@@ -5,7 +5,7 @@ with no fault at all."""
 from __future__ import annotations
 
 from lab.backends.ideal.core import IdealQueue, Item
-from lab.design.mutants import Mutant, Patch
+from lab.design import Mutant, Patch
 
 EVERY = 40  # one crowded get in this many goes wrong: rare enough to hide in a short look
 

@@ -14,12 +14,12 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from lab.design.backend import Backend, Delivery, QueueClient, Rejected
+from lab.design import Backend, Delivery, QueueClient, Rejected
 from lab.backends.kestrel.config import QUEUE_OPTIONS, ServerConfig, config_from_mapping
 from lab.backends.kestrel.wire.client import ReplyReader, encode_get, encode_set, get_key
-from lab.design.options import TIMEOUT, Option, whole
-from lab.design.runtime import Boot, Connection, Runtime
-from lab.design.promises import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, DISK_LOSS, FIFO, FIFO_PER_CONSUMER, FSYNC_MARGIN_S, HOLDERS, Allowance, Promises)
+from lab.design import TIMEOUT, Option, whole
+from lab.design import Boot, Connection, Runtime
+from lab.design import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, DISK_LOSS, FIFO, FIFO_PER_CONSUMER, FSYNC_MARGIN_S, HOLDERS, Allowance, Promises)
 
 SERVER = "kestrel"
 

@@ -15,7 +15,7 @@ from lab.backends.kestrel.core.journal import Item
 from lab.backends.kestrel.core.queue import KestrelQueue
 from lab.backends.kestrel.wire.memcache import MemcacheHandler, Send
 from lab.backends.kestrel.wire.protocol import MemcacheRequest, java_int, memcache_line
-from lab.design.mutants import Mutant, Patch
+from lab.design import Mutant, Patch
 
 DURABLE = {"syncJournal": "always"}  # the promise of no loss under a crash: the options every mutant runs with
 #: and a queue that keeps 2 KiB in memory: a backlog of some twenty small puts reads behind, from the journal

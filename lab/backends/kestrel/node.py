@@ -9,8 +9,8 @@ from typing import Callable
 from lab.backends.kestrel.config import ServerConfig
 from lab.backends.kestrel.core.collection import QueueCollection
 from lab.backends.kestrel.wire.connection import accept_memcache, accept_text
-from lab.design.runtime import Runtime
-from lab.design.storage import RuntimeStore
+from lab.design import Runtime
+from lab.design import RuntimeStore
 
 
 async def boot_kestrel(rt: Runtime, config: ServerConfig, *, memory_budget: int = 1 << 30,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lab.worlds.live.processes import ServerProcess
+from lab.design.worlds import ServerProcess
 
 
 class KestrelProcess(ServerProcess):

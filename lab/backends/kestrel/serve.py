@@ -11,11 +11,11 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from lab.worlds import interrupt
+from lab.design.worlds import on_signals
 from lab.backends.kestrel.config import ServerConfig, load_config
-from lab.worlds.live import LiveWorld
-from lab.worlds.live.processes import ready_line
-from lab.design.runtime import Runtime
+from lab.design.worlds import LiveWorld
+from lab.design.worlds import ready_line
+from lab.design import Runtime
 
 if TYPE_CHECKING:
     from lab.backends.kestrel.core.collection import QueueCollection
@@ -76,7 +76,7 @@ def serve(args: argparse.Namespace, ready=print) -> None:
 
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        interrupt.on_signals(loop, stop.set)  # a clean stop; `lab serve` then ends as interrupted (130)
+        on_signals(loop, stop.set)  # a clean stop; `lab serve` then ends as interrupted (130)
         made: list["QueueCollection"] = []
 
         def reload() -> None:

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lab.worlds.live.processes import ServerProcess
+from lab.design.worlds import ServerProcess
 
 DESIGN = "primer"
 HELP = "a Primer cluster of N local nodes (lab serve primer processes), until Ctrl-C"

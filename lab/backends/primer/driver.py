@@ -19,14 +19,14 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 from urllib.parse import quote
 
-from lab.design.backend import Backend, Delivery, QueueClient, Rejected
-from lab.design.options import BadOption
-from lab.design.options import TIMEOUT, Option, choice, number, whole
+from lab.design import Backend, Delivery, QueueClient, Rejected
+from lab.design import BadOption
+from lab.design import TIMEOUT, Option, choice, number, whole
 from lab.backends.primer.core.config import HEARTBEAT_S, SUSPECT_AFTER_S
 from lab.backends.primer.core.membership import DOWN
-from lab.design.runtime import Boot, Connection, Runtime
-from lab.design.promises import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, DISK_LOSS, HOLDERS, NO_ORDER, Allowance, Promises)
-from lab.design.http import HttpReply, ResponseReader, encode_request
+from lab.design import Boot, Connection, Runtime
+from lab.design import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, DISK_LOSS, HOLDERS, NO_ORDER, Allowance, Promises)
+from lab.design import HttpReply, ResponseReader, encode_request
 
 
 def node_names(count: int) -> list[str]:
@@ -233,7 +233,7 @@ class PrimerBackend(Backend):
         copy not yet committed names its own list. Every incarnation counts, crashed ones
         too (their memory stays as the crash left it), so a message a fault destroyed still
         has its holders here; one acknowledged and dropped everywhere has none."""
-        from lab.design.message import decode
+        from lab.design import decode
 
         found: dict[str, tuple[str, ...]] = {}
         for node in self.booted:

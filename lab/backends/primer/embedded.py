@@ -29,7 +29,7 @@ from lab.backends.primer.core.config import NodeConfig
 from lab.backends.primer.core.errors import PrimerError
 from lab.backends.primer.core.primer_node import Got, LogRecord, PrimerNode
 from lab.backends.primer.node import boot_primer, start_node
-from lab.worlds.live import LiveWorld
+from lab.design.worlds import LiveWorld
 
 __all__ = ["primer_node", "addresses", "PrimerNode", "NodeConfig", "Got", "LogRecord"]
 

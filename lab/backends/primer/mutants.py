@@ -22,7 +22,7 @@ from lab.backends.primer.core.index import Acked, Added
 from lab.backends.primer.core.messages import Claim, Copy
 from lab.backends.primer.core.queues import MAX_CLAIMS, RETRY_UNREACHABLE, Queues
 from lab.backends.primer.core.replica import Granted, Replica
-from lab.design.mutants import Mutant, Patch
+from lab.design import Mutant, Patch
 
 AOF = {"persistence": "aof"}  # with files, only a destroyed disk may lose a copy: a crash may not
 

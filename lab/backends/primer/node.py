@@ -10,8 +10,8 @@ from typing import Any
 from lab.backends.primer.core.config import NodeConfig
 from lab.backends.primer.core.primer_node import PrimerNode
 from lab.backends.primer.wire.api import api_router
-from lab.design.runtime import Runtime
-from lab.design.http import HttpServerConnection
+from lab.design import Runtime
+from lab.design import HttpServerConnection
 
 HEADER_TIMEOUT = 10.0
 MAX_BODY = 8 * 1024 * 1024  # one message or log record

@@ -9,10 +9,10 @@ import random
 from pathlib import Path
 from typing import Any
 
-from lab.worlds import interrupt
-from lab.worlds.live import LiveWorld
-from lab.worlds.live.processes import ready_line
-from lab.design.runtime import Runtime
+from lab.design.worlds import on_signals
+from lab.design.worlds import LiveWorld
+from lab.design.worlds import ready_line
+from lab.design import Runtime
 
 DESIGN = "primer"
 HELP = "a Primer node: the client API over HTTP, and the peer port its cluster's nodes talk on"
@@ -121,7 +121,7 @@ def serve(args: argparse.Namespace, ready=print) -> None:
 
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        interrupt.on_signals(loop, stop.set)  # a clean stop; `lab serve` then ends as interrupted (130)
+        on_signals(loop, stop.set)  # a clean stop; `lab serve` then ends as interrupted (130)
         nodes = []
 
         async def boot(rt: Runtime) -> None:

@@ -19,14 +19,14 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 from urllib.parse import quote
 
-from lab.design.backend import Backend, Delivery, QueueClient, Rejected
-from lab.design.options import TIMEOUT, Option, number, whole
+from lab.design import Backend, Delivery, QueueClient, Rejected
+from lab.design import TIMEOUT, Option, number, whole
 from lab.backends.queuefka.core.broker import Config, Fetched
 from lab.backends.queuefka.core.writer import FsyncPolicy
 from lab.backends.queuefka.wire.http import EPOCH_HEADER
-from lab.design.runtime import Boot, Connection, Runtime
-from lab.design.http import ResponseReader, encode_request
-from lab.design.promises import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CLOSED, CUT, DISK_LOSS, FIFO, FIFO_PER_CONSUMER, HOLDERS, Allowance, Promises)
+from lab.design import Boot, Connection, Runtime
+from lab.design import ResponseReader, encode_request
+from lab.design import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CLOSED, CUT, DISK_LOSS, FIFO, FIFO_PER_CONSUMER, HOLDERS, Allowance, Promises)
 
 SERVER = "queuefka-0"
 GROUP = "lab"

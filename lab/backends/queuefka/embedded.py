@@ -19,8 +19,8 @@ from lab.backends.queuefka.core.framing import DEFAULT_MAX_RECORD, CorruptRecord
 from lab.backends.queuefka.core.groups import apply_retention, committed_offsets
 from lab.backends.queuefka.core.reader import AddressError
 from lab.backends.queuefka.core.writer import DEFAULT_SEGMENT_SIZE, FsyncPolicy, WriteError
-from lab.worlds.live.disk import FileStore
-from lab.design.runtime import Store
+from lab.design.worlds import FileStore
+from lab.design import Store
 
 __all__ = ["Writer", "Reader", "Consumer", "CorruptRecord", "AddressError", "FsyncPolicy", "WriteError",
            "apply_retention", "committed_offsets"]

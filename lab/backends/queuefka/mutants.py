@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections import deque
 
-from lab.design.backend import Delivery
+from lab.design import Delivery
 from lab.backends.queuefka.core.broker import GROUP_SUFFIX, QueuefkaCore, Session, _is_segment
 from lab.backends.queuefka.core.writer import Writer
 from lab.backends.queuefka.driver import QueuefkaClient
-from lab.design.mutants import Mutant, Patch
+from lab.design import Mutant, Patch
 
 DURABLE = {"fsync": "always"}  # the promise of no loss under a crash: the options every mutant runs with
 

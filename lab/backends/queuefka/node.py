@@ -7,7 +7,7 @@ from __future__ import annotations
 from lab.backends.queuefka.core.broker import Config, QueuefkaCore
 from lab.backends.queuefka.core.framing import DEFAULT_MAX_RECORD
 from lab.backends.queuefka.wire.http import HEADER_TIMEOUT, accept_http
-from lab.design.runtime import Runtime
+from lab.design import Runtime
 
 
 async def boot_queuefka(rt: Runtime, config: Config, *, max_payload: int = DEFAULT_MAX_RECORD,

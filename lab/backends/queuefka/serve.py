@@ -11,12 +11,12 @@ import argparse
 import asyncio
 from pathlib import Path
 
-from lab.worlds import interrupt
+from lab.design.worlds import on_signals
 from lab.backends.queuefka.core.broker import Config, QueuefkaCore
 from lab.backends.queuefka.wire.http import HEADER_TIMEOUT
-from lab.worlds.live import LiveWorld
-from lab.worlds.live.processes import ready_line
-from lab.design.runtime import Runtime
+from lab.design.worlds import LiveWorld
+from lab.design.worlds import ready_line
+from lab.design import Runtime
 
 NODE = "queuefka"
 
@@ -73,7 +73,7 @@ def serve(args: argparse.Namespace, ready=print) -> None:
 
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        interrupt.on_signals(loop, stop.set)  # a clean stop; `lab serve` then ends as interrupted (130)
+        on_signals(loop, stop.set)  # a clean stop; `lab serve` then ends as interrupted (130)
         cores: list[QueuefkaCore] = []
 
         async def boot(rt: Runtime) -> None:
