@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from lab.backends.primer.core.routing import DEFAULT_FUNCTIONS, Routes, RuleError
+from lab.backends.primer.core.routing import DEFAULT_FUNCTIONS, Routes
+from lab.backends.primer.core.routing_tokens import RuleError
 from tests.test_core_purity import ROOT, forbidden_chains
 
 
