@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from lab.backends.primer import tools
-from lab.backends.primer.core.aof import (HEADER, MAX_PAYLOAD, Ack, AofFile, Append, Checkpoint, Commit, Corrupt,
-                                          CorruptFile, HighWatermark, LogCreated, Put, Range, Torn, Trim, decode,
-                                          encode)
+from lab.backends.primer.core.aof import AofFile, CorruptFile
+from lab.backends.primer.core.aof_records import (HEADER, MAX_PAYLOAD, Ack, Append, Checkpoint, Commit, Corrupt,
+                                                  HighWatermark, LogCreated, Put, Range, Torn, Trim, decode, encode)
 from lab.backends.primer.dump import NotAnAof, dump
 from lab.worlds.live.disk import FileStore, power_cut
 from lab.worlds.live.world import LiveWorld

@@ -12,7 +12,8 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
-from lab.backends.primer.core.aof import HEADER, Corrupt, Record, TornTail, scan
+from lab.backends.primer.core.aof_records import HEADER, Corrupt, Record
+from lab.backends.primer.core.aof_scan import TornTail, scan
 
 PAYLOAD_SHOWN = 40  # bytes of a payload a line shows
 _PLAIN = re.compile(r"[A-Za-z0-9._:@/+-]+")  # strings shown without quotes

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from lab.backends.primer.core import aof
+from lab.backends.primer.core import aof, aof_records
 from lab.backends.primer.core.broadcast import Broadcast
 from lab.backends.primer.core.config import AOF, NodeConfig, check_name
 from lab.backends.primer.core.errors import BadRequest, Conflict, NotFound, Unavailable
@@ -72,13 +72,13 @@ class Logs:
         if f is None:
             return
         if entry.key.startswith("log/"):
-            f.append(aof.LogCreated(entry.value["retention_s"]))
+            f.append(aof_records.LogCreated(entry.value["retention_s"]))
         elif entry.key.startswith("range/"):
-            f.append(aof.Range(entry.value["start"], tuple(entry.value["chain"])))
+            f.append(aof_records.Range(entry.value["start"], tuple(entry.value["chain"])))
         elif entry.key.startswith("hwm/"):
-            f.append(aof.HighWatermark(entry.value))
+            f.append(aof_records.HighWatermark(entry.value))
         else:
-            f.append(aof.Checkpoint(rest[0], entry.value))
+            f.append(aof_records.Checkpoint(rest[0], entry.value))
 
     def recover(self) -> None:
         """Load every log file: its records, and its metadata at the lowest version (what
@@ -93,19 +93,19 @@ class Logs:
             held = self.records.setdefault(log, {})
             entries: list[MetaEntry] = []
             for record in f.recover():
-                if isinstance(record, aof.Append):
+                if isinstance(record, aof_records.Append):
                     held[record.offset] = (record.put_ns, record.payload)
-                elif isinstance(record, aof.Trim):
+                elif isinstance(record, aof_records.Trim):
                     for offset in [o for o in held if o < record.first]:
                         del held[offset]
-                elif isinstance(record, aof.LogCreated):
+                elif isinstance(record, aof_records.LogCreated):
                     entries.append(MetaEntry(f"log/{log}", {"retention_s": record.retention_s}, (0, "")))
-                elif isinstance(record, aof.Range):
+                elif isinstance(record, aof_records.Range):
                     entries.append(MetaEntry(_range_key(log, record.start),
                                              {"start": record.start, "chain": list(record.replicas)}, (0, "")))
-                elif isinstance(record, aof.HighWatermark):
+                elif isinstance(record, aof_records.HighWatermark):
                     entries.append(MetaEntry(f"hwm/{log}", record.offset, (0, "")))
-                elif isinstance(record, aof.Checkpoint):
+                elif isinstance(record, aof_records.Checkpoint):
                     entries.append(MetaEntry(f"ckpt/{log}/{record.group}", record.offset, (0, "")))
             store, self.store = self.store, None  # recovered entries are on file already
             for entry in entries:
@@ -209,7 +209,7 @@ class Logs:
         self.records.setdefault(request.log, {})[request.offset] = (request.put_ns, request.payload)
         f = self._file(request.log)
         if f is not None:
-            f.append(aof.Append(request.offset, request.put_ns, request.payload))
+            f.append(aof_records.Append(request.offset, request.put_ns, request.payload))
         if request.chain:
             try:
                 await self.rt.net.call(request.chain[0], AppendRecord(request.log, request.payload, request.offset,
@@ -308,7 +308,7 @@ class Logs:
                     del held[offset]
                 f = self._file(log)
                 if f is not None:
-                    f.append(aof.Trim(max(old) + 1))
+                    f.append(aof_records.Trim(max(old) + 1))
 
     def view(self) -> dict[str, Any]:
         return {key[len("log/"):]: {"retention_s": self.meta.get(key)["retention_s"],

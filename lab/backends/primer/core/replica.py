@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from lab.backends.primer.core import aof
+from lab.backends.primer.core import aof, aof_records
 from lab.backends.primer.core.broadcast import Broadcast
 from lab.backends.primer.core.config import AOF, NodeConfig
 from lab.backends.primer.core.errors import Unavailable
@@ -84,14 +84,14 @@ class Replica:
         if self.files is None:
             return
         for queue in self.files.queues():
-            puts: dict[str, aof.Put] = {}
+            puts: dict[str, aof_records.Put] = {}
             for record in self.files.file(queue).recover():
-                if isinstance(record, aof.Put):
+                if isinstance(record, aof_records.Put):
                     puts[record.id] = record
-                elif isinstance(record, aof.Ack):
+                elif isinstance(record, aof_records.Ack):
                     puts.pop(record.id, None)
                     self.index.tombstones[record.id] = self.rt.now()
-                elif isinstance(record, aof.Commit):
+                elif isinstance(record, aof_records.Commit):
                     key = (queue, record.origin)
                     self.commits[key] = max(self.commits.get(key, -1), record.seq)
             held = self.held.setdefault(queue, {})
@@ -108,8 +108,8 @@ class Replica:
             return
         held[copy.id] = Held(copy, stored_at=self.rt.now())
         if self.files is not None:
-            self.files.file(copy.queue).append(aof.Put(copy.id, copy.origin, copy.seq, copy.put_ns,
-                                                       copy.replicas, copy.payload))
+            self.files.file(copy.queue).append(aof_records.Put(copy.id, copy.origin, copy.seq, copy.put_ns,
+                                                               copy.replicas, copy.payload))
 
     async def settle(self, queue: str) -> None:
         """Wait until every record of ``queue``'s file so far is durable."""
@@ -121,7 +121,7 @@ class Replica:
     def drop(self, queue: str, message_id: str) -> None:
         held = self.held.get(queue, {}).pop(message_id, None)
         if held is not None and self.files is not None:
-            self.files.file(queue).append(aof.Ack(message_id))
+            self.files.file(queue).append(aof_records.Ack(message_id))
             self.files.dead[queue] += 2
 
     def commit(self, queue: str, origin: str, seq: int, message_id: str) -> None:
@@ -136,7 +136,7 @@ class Replica:
             key = (queue, origin)
             if seq > self.commits.get(key, -1):
                 self.commits[key] = seq
-                self.files.file(queue).append(aof.Commit(origin, seq))
+                self.files.file(queue).append(aof_records.Commit(origin, seq))
 
     def on_added(self, added: Added) -> None:
         held = self.held.get(added.queue, {}).get(added.id)
@@ -232,7 +232,9 @@ class Replica:
                 self.files.dead[queue] = 0
 
     def _live_records(self, queue: str) -> list[Any]:
-        records: list[Any] = [aof.Put(h.copy.id, h.copy.origin, h.copy.seq, h.copy.put_ns, h.copy.replicas,
-                                      h.copy.payload) for h in self.held.get(queue, {}).values()]
-        records += [aof.Commit(origin, seq) for (q, origin), seq in sorted(self.commits.items()) if q == queue]
+        records: list[Any] = [aof_records.Put(h.copy.id, h.copy.origin, h.copy.seq, h.copy.put_ns,
+                                              h.copy.replicas, h.copy.payload)
+                              for h in self.held.get(queue, {}).values()]
+        records += [aof_records.Commit(origin, seq)
+                    for (q, origin), seq in sorted(self.commits.items()) if q == queue]
         return records
