@@ -22,7 +22,8 @@ import pytest
 
 from lab.backends.cassieq.client import AdminClient, AsyncCassieqClient, CassieqError
 from lab.worlds.live.processes import ServerProcess
-from lab.experiments.runner import RunResult, run
+from lab.experiments.runner import run
+from lab.experiments.runner_manifest import RunResult
 from lab.workloads.spec import parse_workload
 
 ACCOUNT = "parallel"

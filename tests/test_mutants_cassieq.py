@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from lab.experiments.planting import catalogue, plant
-from lab.experiments.runner import RunResult, run
+from lab.experiments.runner import run
+from lab.experiments.runner_manifest import RunResult
 from lab.judge.verdict import INVALID
 from lab.workloads.spec import load_workload
 

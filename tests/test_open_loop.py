@@ -7,7 +7,8 @@ import pyarrow.compute as pc
 import pytest
 
 from lab.history.record import read_samples
-from lab.experiments.runner import DRAIN_CONSUMER, run
+from lab.experiments.runner import run
+from lab.experiments.runner_clients import DRAIN_CONSUMER
 from lab.workloads.spec import WorkloadError, parse_workload
 
 # 20,000 puts/s on one producer: a mean gap of 50 µs against a round trip of about 200 µs

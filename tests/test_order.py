@@ -13,7 +13,8 @@ from lab.experiments.bench.checker import peer_stream_reordering, synthetic_hist
 from lab.judge.checker import check
 from lab.judge.order import _argsort, _dominance, check_order, overtakers, reordering
 from lab.history.record import Recorder, message_codes, read_samples
-from lab.experiments.runner import CHECKED_COLUMNS, run
+from lab.experiments.runner import run
+from lab.experiments.runner_manifest import CHECKED_COLUMNS
 from lab.design.promises import FIFO_PER_CONSUMER
 from lab.judge.verdict import RunFacts
 from lab.workloads.spec import parse_workload

@@ -18,7 +18,8 @@ from lab.design.registry import REGISTRY
 from lab.workloads.faults import GC_PRESETS, Cast, FieldError, GcPlacement, parse_fault
 from lab.history.phases import fault_events
 from lab.history.record import read_samples
-from lab.experiments.runner import RunResult, fault_refusal, run
+from lab.experiments.runner import fault_refusal, run
+from lab.experiments.runner_manifest import RunResult
 from lab.workloads.spec import (SCENARIO_DIR, Workload, WorkloadError, load_workload, parse_workload, scenario_files,
                           standard_workload_files)
 from models.world import SimWorld

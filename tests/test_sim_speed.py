@@ -15,7 +15,8 @@ import pytest
 from lab.experiments.bench.checker import count_inversions  # the old per-stream check, now the benchmark's peer
 from lab.judge.checker import check
 from lab.history.record import SAMPLE_SCHEMA, Recorder, read_samples
-from lab.experiments.runner import SPILL_FILE, run
+from lab.experiments.runner import run
+from lab.experiments.runner_manifest import SPILL_FILE
 from lab.judge.summary import end_to_end_ns
 from lab.workloads.spec import parse_workload
 from tests.history import history

@@ -20,7 +20,7 @@ import yaml
 
 from lab.workloads import faults
 
-from lab.experiments import swarm
+from lab.experiments import swarm, swarm_draw, swarm_worker
 from lab.design.registry import REGISTRY, Registration
 from lab.backends.cassieq.core.errors import ExistingMonoton
 from lab.backends.ideal.core import IdealQueue, Item
@@ -62,24 +62,24 @@ CASTS = {"one server": Cast(("s0",), ("p0", "p1", "c0", "c1")),
 
 
 def test_the_draw_is_a_pure_function_of_the_seed():
-    window, kinds, cast = swarm.load_window(TINY), swarm.world_kinds("sim"), CASTS["five servers"]
-    first = [swarm.draw_schedule(seed, window, kinds, cast) for seed in range(50)]
-    assert first == [swarm.draw_schedule(seed, window, kinds, cast) for seed in range(50)]
+    window, kinds, cast = swarm_draw.load_window(TINY), swarm_draw.world_kinds("sim"), CASTS["five servers"]
+    first = [swarm_draw.draw_schedule(seed, window, kinds, cast) for seed in range(50)]
+    assert first == [swarm_draw.draw_schedule(seed, window, kinds, cast) for seed in range(50)]
     assert len({repr(s) for s in first}) == 50
     assert {len(s) for s in first} == {1, 2, 3}
-    assert max(len(swarm.draw_schedule(seed, window, kinds, cast, faults_max=5)) for seed in range(50)) == 5
+    assert max(len(swarm_draw.draw_schedule(seed, window, kinds, cast, faults_max=5)) for seed in range(50)) == 5
 
 
 @pytest.mark.parametrize("cast", CASTS.values(), ids=CASTS)
 def test_the_draw_covers_every_kind_the_sim_world_applies_and_the_world_accepts_every_fault(cast):
     applies = set(world_class("sim").fault_kinds)
-    kinds = swarm.world_kinds("sim")
+    kinds = swarm_draw.world_kinds("sim")
     assert set(kinds) == applies & set(faults.REGISTRY)
-    start, end = window = swarm.load_window(TINY)
+    start, end = window = swarm_draw.load_window(TINY)
     seen, shapes = set(), set()
     for seed in range(300):
-        entries = swarm.draw_schedule(seed, window, kinds, cast)
-        workload = parse_workload(swarm.seed_workload(TINY, seed, entries))
+        entries = swarm_draw.draw_schedule(seed, window, kinds, cast)
+        workload = parse_workload(swarm_draw.seed_workload(TINY, seed, entries))
         assert fault_refusal(workload, "sim") is None
         for number, (entry, fault) in enumerate(zip(entries, workload.faults)):
             assert parse_fault(entry) == fault
@@ -99,8 +99,8 @@ def test_a_registered_kind_the_swarm_cannot_draw_fails_loudly(monkeypatch):
     monkeypatch.setitem(faults.REGISTRY, "meteor", Meteor)
     sim = world_class("sim")
     monkeypatch.setattr(sim, "fault_kinds", (*sim.fault_kinds, "meteor"))
-    with pytest.raises(swarm.UndrawableKind, match="'meteor'.*FIELD_DRAWS"):
-        swarm.world_kinds("sim")
+    with pytest.raises(swarm_draw.UndrawableKind, match="'meteor'.*FIELD_DRAWS"):
+        swarm_draw.world_kinds("sim")
 
 
 # ----------------------------------------------------------------------------- a real design
@@ -117,10 +117,10 @@ def test_a_short_swarm_on_kestrel_runs_in_workers_writes_its_summary_and_finds_n
 
     # A seed's workload replayed by `lab run` in a process of its own gives its samples, row for row.
     replay = tmp_path / "seed-3.yaml"
-    base = swarm.base_workload(tiny)
-    entries = swarm.draw_schedule(3, swarm.load_window(base), swarm.world_kinds("sim"),
-                                  swarm.cast_of("kestrel", {}, base))
-    replay.write_text(yaml.safe_dump(swarm.seed_workload(base, 3, entries)))
+    base = swarm_draw.base_workload(tiny)
+    entries = swarm_draw.draw_schedule(3, swarm_draw.load_window(base), swarm_draw.world_kinds("sim"),
+                                       swarm_draw.cast_of("kestrel", {}, base))
+    replay.write_text(yaml.safe_dump(swarm_draw.seed_workload(base, 3, entries)))
     subprocess.run([sys.executable, "-m", "lab.cli", "run", str(replay), "--backend", "kestrel", "--seed", "3",
                     "--out", str(tmp_path / "replay"), "--no-progress"], check=True, capture_output=True)
     assert without_run_id(tmp_path / "replay") == without_run_id(result.runs[2].run_dir)
@@ -188,9 +188,10 @@ def stale_design(monkeypatch) -> str:
 def crash_seeds(backend: str, tiny: Path, count: int, faults_at_least: int = 1) -> list[int]:
     """The first seeds whose schedule crashes the server among ``faults_at_least`` faults or more:
     every client then waits out a timeout, so the restarted server sees a quiet spell."""
-    base = swarm.base_workload(tiny)
-    window, kinds, cast = swarm.load_window(base), swarm.world_kinds("sim"), swarm.cast_of(backend, {}, base)
-    schedules = ((seed, swarm.draw_schedule(seed, window, kinds, cast)) for seed in range(1, 1000))
+    base = swarm_draw.base_workload(tiny)
+    window, kinds = swarm_draw.load_window(base), swarm_draw.world_kinds("sim")
+    cast = swarm_draw.cast_of(backend, {}, base)
+    schedules = ((seed, swarm_draw.draw_schedule(seed, window, kinds, cast)) for seed in range(1, 1000))
     return [seed for seed, entries in schedules
             if len(entries) >= faults_at_least and any(e["fault"] == "crash" for e in entries)][:count]
 
@@ -287,14 +288,14 @@ def raise_unpicklable(*args) -> None:
 def test_a_worker_hands_back_its_real_exception_whatever_its_class():
     with pytest.raises(TypeError, match="code"):  # the premise: the exception itself cannot cross back
         pickle.loads(pickle.dumps(Unpicklable("x", 1)))
-    pool = swarm._pool(1)
+    pool = swarm_worker._pool(1)
     try:
-        error = pool.submit(swarm.in_worker, raise_unpicklable, 1).result()
-        assert isinstance(error, swarm.WorkerError)
+        error = pool.submit(swarm_worker.in_worker, raise_unpicklable, 1).result()
+        assert isinstance(error, swarm_worker.WorkerError)
         assert (error.type, error.message) == ("Unpicklable", "the seed's run failed with code 7")
         assert "in raise_unpicklable" in error.traceback
         assert error.traceback.rstrip().endswith("Unpicklable: the seed's run failed with code 7")
-        assert pool.submit(swarm.in_worker, abs, -3).result() == 3  # the pool is not broken
+        assert pool.submit(swarm_worker.in_worker, abs, -3).result() == 3  # the pool is not broken
     finally:
         pool.shutdown()
     # the CassieQ refusal that showed it crosses back whole now

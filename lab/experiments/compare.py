@@ -24,7 +24,8 @@ from lab.worlds import interrupt
 from lab.design.registry import REGISTRY, backend_class
 from lab.history.paths import runs_dir
 from lab.history.record import MEASURED_PHASES, LogHistogram
-from lab.experiments.runner import RunResult, fault_refusal, run
+from lab.experiments.runner import fault_refusal, run
+from lab.experiments.runner_manifest import RunResult
 from lab.judge.summary import MEASURED, format_ns
 from lab.judge.verdict import ALLOWED, INVALID, VALID
 from lab.workloads.spec import Workload, load_workload, standard_workload_files

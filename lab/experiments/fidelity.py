@@ -28,7 +28,8 @@ from lab.worlds import interrupt
 from lab.design.registry import backend_class
 from lab.history.paths import runs_dir
 from lab.history.record import read_samples, ok_ops
-from lab.experiments.runner import RunResult, run
+from lab.experiments.runner import run
+from lab.experiments.runner_manifest import RunResult
 from lab.judge.summary import MEASURED, end_to_end_ns, format_ns
 from lab.workloads.spec import Workload
 

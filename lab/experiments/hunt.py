@@ -10,7 +10,7 @@ alarm, as bad as a miss.
   (live faults on a design with no server process) is skipped and reported. One run of a mutant is in flight at a time, so "runs to first
   detection" counts exactly the runs it took; different mutants' runs share the workers.
 - **Caught** means a run's verdict is invalid (an error is no detection: it is reported
-  as one). The catching run's schedule is shrunk with ``lab.experiments.swarm.Shrinker`` (at most
+  as one). The catching run's schedule is shrunk with ``lab.experiments.swarm_shrink.Shrinker`` (at most
   ``shrink_runs`` runs; a catch with no fault is already as small as it gets).
 - **The control**: the same workload and seed without the mutant, once per distinct run
   (mutants of one design and options share them).
@@ -42,9 +42,11 @@ from lab.design.registry import REGISTRY, UnknownBackend, backend_class
 from lab.design.mutants import Mutant
 from lab.experiments.planting import UnknownMutant, catalogue, mutant
 from lab.history.paths import make_empty_folder
-from lab.experiments.swarm import (ERROR, SeedRun, Shrinker, _bar, _InProcess, _pool, _say, _write_workload, base_workload,
-                       cast_of, draw_schedule, in_worker, load_window, run_seed, schedule_line, seed_run,
-                       seed_workload, world_kinds)
+from lab.experiments.swarm import _bar, _say, _write_workload
+from lab.experiments.swarm_draw import (base_workload, cast_of, draw_schedule, load_window, schedule_line,
+                                        seed_workload, world_kinds)
+from lab.experiments.swarm_shrink import Shrinker
+from lab.experiments.swarm_worker import ERROR, SeedRun, _InProcess, _pool, in_worker, run_seed, seed_run
 from lab.judge.verdict import INVALID
 from lab.workloads.spec import load_workload
 

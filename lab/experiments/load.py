@@ -46,7 +46,7 @@ from lab.workloads.faults import Cast
 from lab.history.paths import make_run_dir, runs_dir
 from lab.history.phases import with_phases
 from lab.history.record import Recorder, write_samples
-from lab.experiments.runner import RunResult, write_manifest
+from lab.experiments.runner_manifest import RunResult, write_manifest
 from lab.judge.summary import summarize
 from lab.judge.verdict import RunFacts
 from lab.workloads.spec import Workload, WorkloadError, parse_workload

@@ -3,7 +3,7 @@
 It starts the design's nodes, one node per producer (``p0``, ``p1``...) and per consumer
 (``c0``...), runs the load for the workload's duration or message count while the
 nemesis (``lab.workloads.nemesis``) applies the fault schedule, heals everything, drains every queue,
-and writes the run directory:
+and writes the run directory (``lab.experiments.runner_manifest``):
 
     results/runs/<run_id>/samples.parquet   one row per operation (lab.history.record schema)
     (samples.spill.arrow while it runs: the recorder's batches, so memory does not grow with
@@ -21,83 +21,37 @@ not, as its own task on the producer's node, on an idle client of the producer's
 new one (a client is one connection, which takes one request at a time); its ``delay_ns``
 is how late it started (0 on time: only a pause of the producer's node makes it late).
 
-A workload with ``consumers: 0`` loads the server with puts alone; after the load the
+The producers and consumers are ``lab.experiments.runner_clients``. A workload with ``consumers: 0`` loads the server with puts alone; after the load the
 runner starts one consumer, ``drain``, that reads every queue until it is empty, so every
 acknowledged put is still checked for delivery: its gets are all in the drain phase.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
-import json
 import secrets
 import shutil
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator, TextIO
+from typing import Any, TextIO
 
-from lab.design import message
-from lab.design.backend import Backend, QueueClient, outcome_of
+from lab.design.backend import Backend, outcome_of
 from lab.design.registry import backend_class, design_module
-from lab.judge.checker import Verdict, check
-from lab.history.paths import make_run_dir, runs_dir
-from lab.history.provenance import machine, versions
+from lab.experiments.runner_clients import (DRAIN_CAP, DRAIN_CONSUMER, DRAIN_STALL, _ClientPool, _consume, _gaps,
+                                            _produce, _produce_open, _split, _State)
+from lab.experiments.runner_manifest import (CHECKED_COLUMNS, SPILL_FILE, RunResult, write_manifest,
+                                             write_samples_phased)
+from lab.judge.checker import check
 from lab.workloads.faults import Cast, supports
 from lab.workloads.nemesis import Nemesis
-from lab.history.phases import fault_events, phases_at
-from lab.history.record import SAMPLE_SCHEMA, Recorder, read_samples, write_sample_batches
+from lab.history.paths import make_run_dir, runs_dir
+from lab.history.record import Recorder, read_samples
 from lab.design.runtime import Runtime, World
 from lab.judge.summary import summarize
 from lab.judge.verdict import RunFacts
 from lab.workloads.spec import Workload, WorkloadError
 
-POLL_WAIT = 0.1  # seconds a consumer's get waits for a message
-RETRY_PAUSE = 0.01  # seconds a client backs off after a failed operation
-DRAIN_STALL = 30.0  # seconds the final drain goes on without a delivery before it gives up
-DRAIN_CAP = 600.0  # seconds the final drain may take at most, deliveries or not
 PROGRESS_STEP = 0.25  # seconds (of the world's clock) between progress updates
-DRAIN_CONSUMER = "drain"  # the node and client of the drain consumer of a workload with no consumers
-
-
-@dataclass
-class RunResult:
-    run_id: str
-    run_dir: Path
-    workload: Workload
-    backend: str
-    world: str
-    seed: int
-    verdict: Verdict
-    summary: dict[str, Any]
-    samples: int
-    wall_seconds: float
-    world_seconds: float
-    #: what the run could not do as asked (a fault that never started), for people
-    warnings: list[str] = dataclasses.field(default_factory=list)
-
-    @property
-    def samples_path(self) -> Path:
-        return self.run_dir / "samples.parquet"
-
-
-class _State:
-    """What producers, consumers and the progress bar share."""
-
-    def __init__(self, t0: int, warmup_ns: int):
-        self.t0 = t0
-        self.warmup_end = t0 + warmup_ns
-        self.draining = False
-        self.puts = 0
-        self.enqueued = 0  # puts that returned ok
-        self.delivered = 0  # gets that returned a message
-        self.last_delivery = t0  # when a consumer last got a message
-        self.last_unknown_get: int | None = None  # when a get last ended with an unknown outcome (it may have leased one)
-        self.faulted = False  # the run had a fault schedule: the design's recovery may still be under way
-        self.recovery_ns = 0  # the design's ``recovery_s``: the drain's shortest quiet before it ends
-        self.drain_gave_up = False
 
 
 WORLDS = ("sim", "live")
@@ -276,227 +230,6 @@ async def _main(control: Runtime, world: World, backend: Backend, workload: Work
     return (control.now_ns() - t0) / 1e9
 
 
-SPILL_FILE = "samples.spill.arrow"  # the recorder's batches while the run goes on; removed after
-#: the sample columns the checker and the one-run summary read
-CHECKED_COLUMNS = ("op", "client", "node", "queue", "msg_id", "t_start_ns", "latency_ns", "outcome", "error", "phase",
-                   "delay_ns")
-
-
-def write_samples_phased(recorder: Recorder, path: Path, warmup_end_ns: int, drain_start_ns: int | None) -> int:
-    """The recorder's rows to ``path`` a batch at a time, each row's phase set from the run's
-    fault rows and the two instants (``lab.history.phases``); the number of rows."""
-    events = fault_events(recorder.fault_table())
-    index = SAMPLE_SCHEMA.get_field_index("phase")
-
-    def phased():
-        for batch in recorder.batches():
-            phases = phases_at(batch.column("t_start_ns").to_numpy(zero_copy_only=False), events,
-                               warmup_end_ns, drain_start_ns)
-            yield batch.set_column(index, SAMPLE_SCHEMA.field(index), phases)
-
-    return write_sample_batches(phased(), path)
-
-
-def _split(total: int, parts: int) -> list[int]:
-    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
-
-
-def _gaps(rt: Runtime, rate: float, arrivals: str) -> Iterator[int] | None:
-    """Nanoseconds between a producer's scheduled sends: constant, or exponential (Poisson
-    arrivals) drawn from the node's seeded random source; None for a closed loop."""
-    if not rate:
-        return None
-    if arrivals == "poisson":
-        return (round(rt.random.expovariate(rate) * 1e9) for _ in itertools.count())
-    return itertools.repeat(round(1e9 / rate))
-
-
-async def _produce(rt: Runtime, client: QueueClient, name: str, queue: str, size: int, gaps: Iterator[int] | None,
-                   stop_at: int | None, quota: int | None, recorder: Recorder, state: _State) -> None:
-    intended = rt.now_ns()
-    node = rt.node
-    seq = 0
-    while quota is None or seq < quota:
-        if gaps is not None:
-            now = rt.now_ns()
-            if intended > now:
-                await rt.sleep((intended - now) / 1e9)
-        start = rt.now_ns()
-        if stop_at is not None and (intended if gaps is not None else start) >= stop_at:
-            break
-        delay = start - intended if gaps is not None else None
-        intended += next(gaps) if gaps is not None else 0
-        msg_id = f"{name}:{seq}"  # message.message_id
-        body = message.encode(msg_id, start, size)
-        try:  # what recorder.measure does, inline: this is the hot path
-            await client.put(queue, body)
-            outcome = error = None
-        except Exception as e:
-            outcome, error = recorder.failure(e)
-        end = rt.now_ns()
-        recorder.record(node, name, "put", queue, msg_id, start, end - start, outcome or "ok", error, len(body),
-                        None, delay)
-        state.puts += 1
-        seq += 1
-        if outcome is None:
-            state.enqueued += 1
-        elif end == start:
-            await rt.sleep(RETRY_PAUSE)  # an instant failure must not spin the clock in place
-    await client.close()
-
-
-class _ClientPool:
-    """An open-loop producer's clients: an idle one for each put, or a new one when every
-    client is busy (a stream client takes one request at a time); most recently idle first."""
-
-    def __init__(self, backend: Backend, rt: Runtime, reliable: bool):
-        self.backend, self.rt, self.reliable = backend, rt, reliable
-        self.idle: list[QueueClient] = []
-        self.made = 0
-
-    def take(self) -> QueueClient:
-        if self.idle:
-            return self.idle.pop()
-        self.made += 1
-        return self.backend.client(self.rt, self.reliable)
-
-    def give_back(self, client: QueueClient) -> None:
-        self.idle.append(client)
-
-    async def close(self) -> None:
-        while self.idle:
-            await self.idle.pop().close()
-
-
-async def _produce_open(rt: Runtime, pool: _ClientPool, name: str, queue: str, size: int, gaps: Iterator[int],
-                        stop_at: int | None, quota: int | None, recorder: Recorder, state: _State) -> None:
-    """Open loop: each put is a task of its own, started at its scheduled time on a client of
-    ``pool``, whether the puts before it have finished or not."""
-    in_flight = 0
-    all_done = None  # an event while the producer waits for its last puts
-
-    async def put_one(client: QueueClient, seq: int, delay: int) -> None:
-        nonlocal in_flight
-        try:
-            msg_id = f"{name}:{seq}"  # message.message_id
-            start = rt.now_ns()
-            body = message.encode(msg_id, start, size)
-            try:  # recorder.measure, inline
-                await client.put(queue, body)
-                outcome = error = None
-            except Exception as e:
-                outcome, error = recorder.failure(e)
-            recorder.record(rt.node, name, "put", queue, msg_id, start, rt.now_ns() - start, outcome or "ok",
-                            error, len(body), None, delay)
-            state.puts += 1
-            state.enqueued += outcome is None
-        finally:
-            pool.give_back(client)
-            in_flight -= 1
-            if in_flight == 0 and all_done is not None:
-                all_done.set()
-
-    intended = rt.now_ns()
-    seq = 0
-    while quota is None or seq < quota:
-        now = rt.now_ns()
-        if intended > now:
-            await rt.sleep((intended - now) / 1e9)
-        if stop_at is not None and intended >= stop_at:
-            break
-        delay = rt.now_ns() - intended
-        intended += next(gaps)
-        in_flight += 1
-        rt.spawn(put_one(pool.take(), seq, delay), name=f"{name} put")
-        seq += 1
-    if in_flight:
-        all_done = rt.event()
-        await all_done.wait()
-    await pool.close()
-
-
-async def _consume(rt: Runtime, client: QueueClient, name: str, queues: list[str], reliable: bool,
-                   recorder: Recorder, state: _State, delay: float = 0.0) -> None:
-    """Get (and ack) until the drain finds every queue empty — an empty get, and no backlog
-    where the design can tell one (``QueueClient.backlog``: leased or not yet visible
-    messages), once the design's ``recovery_s`` has passed since the last delivery (or get
-    that may have leased one) — or gives up: no delivery for ``DRAIN_STALL`` seconds (or
-    ``recovery_s``, if longer), or ``DRAIN_CAP`` in all."""
-    empty: set[str] = set()
-    drain_start: int | None = None
-    node = rt.node
-    if delay > 0:
-        await rt.sleep(delay)  # the workload's consumer_delay: a backlog builds first
-    turn = 0
-    while True:
-        queue = queues[turn % len(queues)]
-        turn += 1
-        draining = state.draining
-        if draining:
-            now = rt.now_ns()
-            drain_start = drain_start or now
-            quiet = now - max(drain_start, state.last_delivery)
-            if quiet >= max(DRAIN_STALL * 1e9, state.recovery_ns) or now - drain_start >= DRAIN_CAP * 1e9:
-                if len(empty) < len(queues):  # not a drain that was waiting out the recovery of empty queues
-                    state.drain_gave_up = True
-                break
-        start = rt.now_ns()
-        msg_id = None
-        try:  # recorder.measure, inline: this is the hot path
-            delivery = await client.get(queue, POLL_WAIT)
-            if delivery is None:
-                outcome, error = "fail", "empty"
-            else:
-                outcome = error = None
-                msg_id = message.decode(delivery.body)[0]
-        except Exception as e:
-            delivery = None
-            outcome, error = recorder.failure(e)
-            if outcome == "info":
-                state.last_unknown_get = rt.now_ns()
-        recorder.record(node, name, "get", queue, msg_id, start, rt.now_ns() - start, outcome or "ok", error,
-                        0 if delivery is None else len(delivery.body), None, None)
-        if delivery is None:
-            if error != "empty":
-                await rt.sleep(RETRY_PAUSE)  # the get failed: back off
-            elif draining:
-                try:
-                    held = await client.backlog(queue)
-                except Exception:  # unknown: ask again at the next empty get
-                    held = 1
-                if held:
-                    empty.discard(queue)
-                    await rt.sleep(RETRY_PAUSE)  # not empty yet: what it holds comes back later
-                else:
-                    empty.add(queue)
-                    if len(empty) == len(queues):
-                        # Empty as far as a get and the backlog can tell; but a message a lease
-                        # or a repair pass still holds may be invisible to both (CassieQ's size
-                        # is a counter that drifts): believe it once the design's own recovery
-                        # has had its time since anything was, or may have been, delivered.
-                        # Only a fault or a cut get can leave such a message: a clean run's empty
-                        # queues are empty (a live CassieQ run must not idle out its recovery).
-                        causes = [t for t in (drain_start if state.faulted else None, state.last_unknown_get)
-                                  if t is not None]
-                        if not causes or rt.now_ns() - max(*causes, state.last_delivery) >= state.recovery_ns:
-                            break
-                        await rt.sleep(POLL_WAIT)  # look again now and then meanwhile
-            continue
-        empty.discard(queue)
-        state.delivered += 1
-        state.last_delivery = rt.now_ns()
-        if reliable:
-            start = rt.now_ns()
-            try:
-                await client.ack(delivery)
-                outcome = error = None
-            except Exception as e:
-                outcome, error = recorder.failure(e)
-            recorder.record(node, name, "ack", delivery.queue, msg_id, start, rt.now_ns() - start, outcome or "ok",
-                            error, 0, None, None)
-    await client.close()
-
-
 class _Progress:
     """The load's progress (time or messages), then the drain's: messages delivered of those
     acknowledged and not yet delivered when the drain began. It appears only after 2 s of
@@ -543,44 +276,3 @@ async def _tick(rt: Runtime, progress: _Progress, state: _State) -> None:
     while True:
         await rt.sleep(PROGRESS_STEP)
         progress.update(state, rt.now_ns())
-
-
-def write_manifest(result: RunResult, world: World) -> None:
-    """The run folder's manifest.json: what ran, with what, and its verdict and summary."""
-    workload = dataclasses.asdict(result.workload)
-    manifest = {
-        "run_id": result.run_id,
-        "workload": workload,
-        "backend": result.backend,
-        "options": result.verdict.facts.options,  # checked, defaults filled in: what the verdict was judged by
-        "fault_kinds": result.verdict.facts.faults,  # the kinds that started (lab.judge.verdict.fault_kinds)
-        "world": result.world,
-        "seed": result.seed,
-        "samples": result.samples,
-        "wall_seconds": round(result.wall_seconds, 3),
-        "world_seconds": round(result.world_seconds, 6),
-        "verdict": result.verdict.to_dict(),
-        "warnings": result.warnings,
-        "summary": result.summary,
-        "versions": versions(),
-        "machine": machine(),
-    }
-    from lab.experiments import planting
-
-    if planting.planted_now is not None:  # a planted bug's run: never mistaken for the design's own
-        manifest["mutant"] = planting.planted_now
-    net = getattr(world, "net", None)
-    if world.kind == "sim" and net is not None:
-        manifest["network"] = {"delivered": net.delivered, "dropped": dict(sorted(net.dropped.items()))}
-    (result.run_dir / "manifest.json").write_text(json.dumps(_plain(manifest), indent=2, allow_nan=False) + "\n")
-
-
-def _plain(value: Any) -> Any:
-    """JSON-ready: NaN becomes null, tuples lists."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, float) and value != value:
-        return None
-    return value

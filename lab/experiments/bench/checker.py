@@ -151,7 +151,7 @@ def synthetic_history(messages: int, producers: int, queues: int, consumers: int
         "t_start_ns": pa.array(np.concatenate([put_start, get_start])[order]),
         "latency_ns": pa.array(np.concatenate([put_latency, get_latency])[order]),
         "outcome": coded(np.zeros(2 * n, np.int64), ["ok"]),
-        # the rest of what the runner hands the checker (``lab.experiments.runner.CHECKED_COLUMNS``)
+        # the rest of what the runner hands the checker (``lab.experiments.runner_manifest.CHECKED_COLUMNS``)
         "node": coded(client, [f"p{p}" for p in range(producers)] + [f"c{c}" for c in range(consumers)]),
         "error": pa.nulls(2 * n, pa.string()),
         "phase": coded(np.zeros(2 * n, np.int64), ["steady"]),

@@ -1,0 +1,242 @@
+"""The run's load: its producers and consumers, as tasks on the world's client nodes.
+
+Producers with constant arrivals follow OMB's rate limiter (``_produce``): one client,
+closed loop, with intended send times at a fixed interval. With ``arrivals: poisson`` a
+producer is open-loop (``_produce_open``): each put is its own task on an idle client of
+the producer's pool (``_ClientPool``) or a new one. Consumers (``_consume``) read their
+queues until the drain finds them empty. ``_State`` is what they share with the runner's
+main loop and its progress bar. ``lab.experiments.runner`` starts them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Iterator
+
+from lab.design import message
+from lab.design.backend import Backend, QueueClient
+from lab.history.record import Recorder
+from lab.design.runtime import Runtime
+
+POLL_WAIT = 0.1  # seconds a consumer's get waits for a message
+RETRY_PAUSE = 0.01  # seconds a client backs off after a failed operation
+DRAIN_STALL = 30.0  # seconds the final drain goes on without a delivery before it gives up
+DRAIN_CAP = 600.0  # seconds the final drain may take at most, deliveries or not
+DRAIN_CONSUMER = "drain"  # the node and client of the drain consumer of a workload with no consumers
+
+
+class _State:
+    """What producers, consumers and the progress bar share."""
+
+    def __init__(self, t0: int, warmup_ns: int):
+        self.t0 = t0
+        self.warmup_end = t0 + warmup_ns
+        self.draining = False
+        self.puts = 0
+        self.enqueued = 0  # puts that returned ok
+        self.delivered = 0  # gets that returned a message
+        self.last_delivery = t0  # when a consumer last got a message
+        self.last_unknown_get: int | None = None  # when a get last ended with an unknown outcome (it may have leased one)
+        self.faulted = False  # the run had a fault schedule: the design's recovery may still be under way
+        self.recovery_ns = 0  # the design's ``recovery_s``: the drain's shortest quiet before it ends
+        self.drain_gave_up = False
+
+
+def _split(total: int, parts: int) -> list[int]:
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+def _gaps(rt: Runtime, rate: float, arrivals: str) -> Iterator[int] | None:
+    """Nanoseconds between a producer's scheduled sends: constant, or exponential (Poisson
+    arrivals) drawn from the node's seeded random source; None for a closed loop."""
+    if not rate:
+        return None
+    if arrivals == "poisson":
+        return (round(rt.random.expovariate(rate) * 1e9) for _ in itertools.count())
+    return itertools.repeat(round(1e9 / rate))
+
+
+async def _produce(rt: Runtime, client: QueueClient, name: str, queue: str, size: int, gaps: Iterator[int] | None,
+                   stop_at: int | None, quota: int | None, recorder: Recorder, state: _State) -> None:
+    intended = rt.now_ns()
+    node = rt.node
+    seq = 0
+    while quota is None or seq < quota:
+        if gaps is not None:
+            now = rt.now_ns()
+            if intended > now:
+                await rt.sleep((intended - now) / 1e9)
+        start = rt.now_ns()
+        if stop_at is not None and (intended if gaps is not None else start) >= stop_at:
+            break
+        delay = start - intended if gaps is not None else None
+        intended += next(gaps) if gaps is not None else 0
+        msg_id = f"{name}:{seq}"  # message.message_id
+        body = message.encode(msg_id, start, size)
+        try:  # what recorder.measure does, inline: this is the hot path
+            await client.put(queue, body)
+            outcome = error = None
+        except Exception as e:
+            outcome, error = recorder.failure(e)
+        end = rt.now_ns()
+        recorder.record(node, name, "put", queue, msg_id, start, end - start, outcome or "ok", error, len(body),
+                        None, delay)
+        state.puts += 1
+        seq += 1
+        if outcome is None:
+            state.enqueued += 1
+        elif end == start:
+            await rt.sleep(RETRY_PAUSE)  # an instant failure must not spin the clock in place
+    await client.close()
+
+
+class _ClientPool:
+    """An open-loop producer's clients: an idle one for each put, or a new one when every
+    client is busy (a stream client takes one request at a time); most recently idle first."""
+
+    def __init__(self, backend: Backend, rt: Runtime, reliable: bool):
+        self.backend, self.rt, self.reliable = backend, rt, reliable
+        self.idle: list[QueueClient] = []
+        self.made = 0
+
+    def take(self) -> QueueClient:
+        if self.idle:
+            return self.idle.pop()
+        self.made += 1
+        return self.backend.client(self.rt, self.reliable)
+
+    def give_back(self, client: QueueClient) -> None:
+        self.idle.append(client)
+
+    async def close(self) -> None:
+        while self.idle:
+            await self.idle.pop().close()
+
+
+async def _produce_open(rt: Runtime, pool: _ClientPool, name: str, queue: str, size: int, gaps: Iterator[int],
+                        stop_at: int | None, quota: int | None, recorder: Recorder, state: _State) -> None:
+    """Open loop: each put is a task of its own, started at its scheduled time on a client of
+    ``pool``, whether the puts before it have finished or not."""
+    in_flight = 0
+    all_done = None  # an event while the producer waits for its last puts
+
+    async def put_one(client: QueueClient, seq: int, delay: int) -> None:
+        nonlocal in_flight
+        try:
+            msg_id = f"{name}:{seq}"  # message.message_id
+            start = rt.now_ns()
+            body = message.encode(msg_id, start, size)
+            try:  # recorder.measure, inline
+                await client.put(queue, body)
+                outcome = error = None
+            except Exception as e:
+                outcome, error = recorder.failure(e)
+            recorder.record(rt.node, name, "put", queue, msg_id, start, rt.now_ns() - start, outcome or "ok",
+                            error, len(body), None, delay)
+            state.puts += 1
+            state.enqueued += outcome is None
+        finally:
+            pool.give_back(client)
+            in_flight -= 1
+            if in_flight == 0 and all_done is not None:
+                all_done.set()
+
+    intended = rt.now_ns()
+    seq = 0
+    while quota is None or seq < quota:
+        now = rt.now_ns()
+        if intended > now:
+            await rt.sleep((intended - now) / 1e9)
+        if stop_at is not None and intended >= stop_at:
+            break
+        delay = rt.now_ns() - intended
+        intended += next(gaps)
+        in_flight += 1
+        rt.spawn(put_one(pool.take(), seq, delay), name=f"{name} put")
+        seq += 1
+    if in_flight:
+        all_done = rt.event()
+        await all_done.wait()
+    await pool.close()
+
+
+async def _consume(rt: Runtime, client: QueueClient, name: str, queues: list[str], reliable: bool,
+                   recorder: Recorder, state: _State, delay: float = 0.0) -> None:
+    """Get (and ack) until the drain finds every queue empty — an empty get, and no backlog
+    where the design can tell one (``QueueClient.backlog``: leased or not yet visible
+    messages), once the design's ``recovery_s`` has passed since the last delivery (or get
+    that may have leased one) — or gives up: no delivery for ``DRAIN_STALL`` seconds (or
+    ``recovery_s``, if longer), or ``DRAIN_CAP`` in all."""
+    empty: set[str] = set()
+    drain_start: int | None = None
+    node = rt.node
+    if delay > 0:
+        await rt.sleep(delay)  # the workload's consumer_delay: a backlog builds first
+    turn = 0
+    while True:
+        queue = queues[turn % len(queues)]
+        turn += 1
+        draining = state.draining
+        if draining:
+            now = rt.now_ns()
+            drain_start = drain_start or now
+            quiet = now - max(drain_start, state.last_delivery)
+            if quiet >= max(DRAIN_STALL * 1e9, state.recovery_ns) or now - drain_start >= DRAIN_CAP * 1e9:
+                if len(empty) < len(queues):  # not a drain that was waiting out the recovery of empty queues
+                    state.drain_gave_up = True
+                break
+        start = rt.now_ns()
+        msg_id = None
+        try:  # recorder.measure, inline: this is the hot path
+            delivery = await client.get(queue, POLL_WAIT)
+            if delivery is None:
+                outcome, error = "fail", "empty"
+            else:
+                outcome = error = None
+                msg_id = message.decode(delivery.body)[0]
+        except Exception as e:
+            delivery = None
+            outcome, error = recorder.failure(e)
+            if outcome == "info":
+                state.last_unknown_get = rt.now_ns()
+        recorder.record(node, name, "get", queue, msg_id, start, rt.now_ns() - start, outcome or "ok", error,
+                        0 if delivery is None else len(delivery.body), None, None)
+        if delivery is None:
+            if error != "empty":
+                await rt.sleep(RETRY_PAUSE)  # the get failed: back off
+            elif draining:
+                try:
+                    held = await client.backlog(queue)
+                except Exception:  # unknown: ask again at the next empty get
+                    held = 1
+                if held:
+                    empty.discard(queue)
+                    await rt.sleep(RETRY_PAUSE)  # not empty yet: what it holds comes back later
+                else:
+                    empty.add(queue)
+                    if len(empty) == len(queues):
+                        # Empty as far as a get and the backlog can tell; but a message a lease
+                        # or a repair pass still holds may be invisible to both (CassieQ's size
+                        # is a counter that drifts): believe it once the design's own recovery
+                        # has had its time since anything was, or may have been, delivered.
+                        # Only a fault or a cut get can leave such a message: a clean run's empty
+                        # queues are empty (a live CassieQ run must not idle out its recovery).
+                        causes = [t for t in (drain_start if state.faulted else None, state.last_unknown_get)
+                                  if t is not None]
+                        if not causes or rt.now_ns() - max(*causes, state.last_delivery) >= state.recovery_ns:
+                            break
+                        await rt.sleep(POLL_WAIT)  # look again now and then meanwhile
+            continue
+        empty.discard(queue)
+        state.delivered += 1
+        state.last_delivery = rt.now_ns()
+        if reliable:
+            start = rt.now_ns()
+            try:
+                await client.ack(delivery)
+                outcome = error = None
+            except Exception as e:
+                outcome, error = recorder.failure(e)
+            recorder.record(node, name, "ack", delivery.queue, msg_id, start, rt.now_ns() - start, outcome or "ok",
+                            error, 0, None, None)
+    await client.close()

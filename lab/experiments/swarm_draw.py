@@ -1,0 +1,210 @@
+"""The swarm's draw: each seed's fault schedule, a pure function of the seed, the base
+workload, the fault kinds the world applies and the design's nodes (``draw_schedule``), and
+the workloads built from it (``base_workload``, ``seed_workload``). 1..``faults_max`` faults,
+each a kind from ``lab.workloads.faults.REGISTRY`` that the world lists, its target and fields
+from ``FIELD_DRAWS``, its start and length inside the load window and clear of its last
+quarter, which stays healed. A kind the world applies and ``FIELD_DRAWS`` lacks stops the
+swarm before anything runs (``UndrawableKind``), so a new kind fails its test rather than
+being skipped in silence. A design joins by registering: its server nodes come from its
+``Backend``. Also the one-line forms of a fault, a schedule and a load the reports print.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import yaml
+
+from lab.workloads import faults
+
+from lab.design.registry import backend_class
+from lab.workloads.faults import ROLE_TARGETS, SHAPES, SIDED_SHAPES, Cast, FieldError, draw_time, parse_fault
+from lab.workloads.spec import WorkloadError, load_workload, parse_workload
+
+#: The base workload when none is given: a few seconds of reliable load at a modest rate.
+DEFAULT_WORKLOAD: dict[str, Any] = {
+    "name": "swarm", "queues": 1, "producers": 2, "consumers": 2, "message_size": 100, "rate": 1000, "duration": 3,
+    "warmup": 0.5, "ack": "reliable",
+}
+FIRST = 0.1  # faults start after this fraction of the load ...
+HEALED = 0.25  # ... and have healed before its last quarter: the design must show it recovers
+MIN_FAULT = 0.05  # seconds: a shorter fault hardly touches a run
+DRAW_TRIES = 50  # redraws of one fault whose placement cuts nothing (a shape on too few nodes)
+
+
+class UndrawableKind(LookupError):
+    """A fault kind the world applies that the swarm cannot draw yet (no ``FIELD_DRAWS`` entry)."""
+
+
+#: What one fault of a kind hits and its own fields: (rng, cast) -> the entry's ``target``
+#: (absent where the kind takes none) and its kind's fields.
+FieldDraw = Callable[[random.Random, Cast], dict[str, Any]]
+
+
+def _servers(rng: random.Random, cast: Cast) -> str:
+    # role targets minority/majority/one/all may fall on a client: a crashed client's
+    # producer would end the run, and a client has no disk to slow
+    return rng.choice(["servers", "server", *cast.servers])
+
+
+def _anyone(rng: random.Random, cast: Cast) -> str:
+    return rng.choice([*ROLE_TARGETS, *cast.all])
+
+
+def _log_uniform(rng: random.Random, low: float, high: float) -> float:
+    return math.exp(rng.uniform(math.log(low), math.log(high)))
+
+
+def _partition(rng: random.Random, cast: Cast) -> dict[str, Any]:
+    shape = rng.choice(SHAPES)
+    entry: dict[str, Any] = {}
+    if shape == "isolate":
+        entry["target"] = rng.choice(["server", "servers", "clients", "one", "minority", "majority", *cast.all])
+    elif shape != "clients":  # a Jepsen grudge over a group: the servers where there are enough of them
+        entry["target"] = "servers" if len(cast.servers) >= 3 and rng.random() < 0.7 else "all"
+    entry["shape"] = shape
+    if shape in SIDED_SHAPES and rng.random() < 0.3:
+        entry["mode"] = rng.choice(["one-way-in", "one-way-out"])
+    if rng.random() < 0.2:
+        entry["flap"] = round(rng.uniform(0.05, 0.5), 2)
+    return entry
+
+
+def _link_delay(rng: random.Random, cast: Cast) -> dict[str, Any]:
+    ms = round(_log_uniform(rng, 1, 1500), 1)  # past the clients' 1 s timeout sometimes
+    entry = {"target": _anyone(rng, cast), "ms": ms}
+    if rng.random() < 0.5:
+        entry["jitter_ms"] = round(rng.uniform(0, ms), 1)
+    return entry
+
+
+def _gc(rng: random.Random, cast: Cast) -> dict[str, Any]:
+    entry: dict[str, Any] = {"target": rng.choice(["servers", "server", "clients", "one", *cast.all])}
+    if rng.random() < 0.5:  # a heavier old generation than the preset's: full pauses past a client's timeout
+        entry["full_every"] = round(_log_uniform(rng, 0.2, 4), 2)
+        entry["full_ms"] = round(_log_uniform(rng, 50, 1500))
+    return entry
+
+
+def _late_writes(rng: random.Random, cast: Cast) -> dict[str, Any]:
+    entry: dict[str, Any] = {"target": _servers(rng, cast), "late_p": rng.choice((0.01, 0.1, 0.5)),
+                             "late_s": round(_log_uniform(rng, 0.05, 3), 2)}
+    if rng.random() < 0.3:
+        entry["ghost_p"] = rng.choice((0.01, 0.1))
+    return entry
+
+
+FIELD_DRAWS: dict[str, FieldDraw] = {
+    "pause": lambda rng, cast: {"target": rng.choice(["servers", "server", "clients", "all", "one", *cast.all])},
+    "crash": lambda rng, cast: {"target": _servers(rng, cast), **({"tear": True} if rng.random() < 0.3 else {})},
+    "partition": _partition,
+    "link-delay": _link_delay,
+    "loss": lambda rng, cast: {"target": _anyone(rng, cast), "p": rng.choice((0.01, 0.05, 0.1, 0.3, 0.6, 1.0))},
+    "disk-delay": lambda rng, cast: {"target": _servers(rng, cast), "ms": round(_log_uniform(rng, 1, 500), 1)},
+    "gc": _gc,
+    "late-writes": _late_writes,
+    "disk-loss": lambda rng, cast: {"target": _servers(rng, cast)},  # as a crash: server nodes only
+}
+
+
+def world_kinds(world: str = "sim") -> list[str]:
+    """The registered fault kinds ``world`` applies, in registration order; UndrawableKind
+    names one the swarm has no ``FIELD_DRAWS`` entry for."""
+    from lab.experiments.runner import world_class
+
+    applies = set(getattr(world_class(world), "fault_kinds", ()))
+    kinds = [kind for kind in faults.REGISTRY if kind in applies]
+    missing = [kind for kind in kinds if kind not in FIELD_DRAWS]
+    if missing:
+        raise UndrawableKind(f"the swarm cannot draw a {missing[0]!r} fault yet (the {world} world applies it): "
+                             f"add how to draw its target and fields to lab.experiments.swarm_draw.FIELD_DRAWS")
+    return kinds
+
+
+def load_window(workload: Mapping[str, Any]) -> tuple[float, float]:
+    """(first start, last heal) in seconds from the start of the run, for ``workload`` (a
+    mapping); WorkloadError if the length of its load is not known beforehand."""
+    end = parse_workload(dict(workload), workload.get("name", "<workload>")).load_seconds
+    if end is None:
+        raise WorkloadError(f"{workload.get('name')}: the swarm needs a load of known length "
+                            "(`duration`, or `messages` with a `rate`) to place faults in it")
+    return round(FIRST * end, 3), round((1 - HEALED) * end, 3)
+
+
+def draw_schedule(seed: int, window: tuple[float, float], kinds: Sequence[str], cast: Cast,
+                  faults_max: int = 3) -> list[dict[str, Any]]:
+    """The fault entries (workload form) of ``seed``: a pure function of its arguments."""
+    rng = random.Random(f"swarm:{seed}")
+    entries = [_draw_fault(rng, rng.choice(list(kinds)), window, cast) for _ in range(rng.randint(1, faults_max))]
+    return sorted(entries, key=lambda e: e["at"])
+
+
+def _draw_fault(rng: random.Random, kind: str, window: tuple[float, float], cast: Cast) -> dict[str, Any]:
+    start, end = window
+    for _ in range(DRAW_TRIES):
+        at = draw_time(rng, start, end - MIN_FAULT, 3)
+        entry = {"fault": kind, "at": at, "duration": round(_log_uniform(rng, MIN_FAULT, end - at), 3),
+                 **FIELD_DRAWS[kind](rng, cast)}
+        try:
+            fault = parse_fault(entry)
+        except FieldError as e:  # the table drew what the kind refuses: a bug here, not bad luck
+            raise ValueError(f"lab.experiments.swarm drew a {kind} fault its kind refuses ({e}): {entry}") from None
+        try:
+            fault.place(cast, random.Random(0))  # whether it cuts anything depends on node counts only
+        except FieldError:
+            continue
+        return entry
+    raise ValueError(f"lab.experiments.swarm drew no {kind} fault that acts on the nodes {', '.join(cast.all)}")
+
+
+def design_servers(backend: str, options: Mapping[str, Any] | None = None) -> tuple[str, ...]:
+    """The server nodes ``backend`` runs on with ``options``, as its Backend names them."""
+    from lab.experiments.runner import make_world
+
+    return tuple(backend_class(backend)(make_world("sim", 0), options).server_nodes)
+
+
+def cast_of(backend: str, options: Mapping[str, Any] | None, workload: Mapping[str, Any]) -> Cast:
+    clients = [f"p{i}" for i in range(workload.get("producers", 1))]
+    clients += [f"c{i}" for i in range(workload.get("consumers", 1))]
+    return Cast(design_servers(backend, options), tuple(clients))
+
+
+def fault_line(entry: Mapping[str, Any]) -> str:
+    """One fault entry in a few words: ``partition halves all one-way-in @1.2+0.5s``."""
+    fields = [f"{k}={v}" for k, v in entry.items() if k not in ("fault", "at", "duration", "target", "shape", "mode")]
+    words = [entry["fault"], *(str(entry[k]) for k in ("shape", "target", "mode") if k in entry), *fields]
+    return f"{' '.join(words)} @{entry['at']:g}+{entry['duration']:g}s"
+
+
+def load_line(workload: Mapping[str, Any]) -> str:
+    """A workload's load in a few words: ``2 producers, 2 consumers, 1000 msg/s for 3 s``."""
+    length = f"for {workload['duration']:g} s" if workload.get("duration") else f"{workload.get('messages')} messages"
+    rate = f"{workload['rate']:g} msg/s" if workload.get("rate") else "closed loop"
+    return (f"{workload.get('producers', 1)} producer(s), {workload.get('consumers', 1)} consumer(s), "
+            f"{rate} {length}")
+
+
+def schedule_line(entries: Iterable[Mapping[str, Any]]) -> str:
+    return "; ".join(fault_line(e) for e in entries) or "no faults"
+
+
+def base_workload(source: str | Path | None) -> dict[str, Any]:
+    """The base workload as a mapping: the default, or a workload file / standard name (its
+    own faults are replaced by each seed's)."""
+    if source is None:
+        return copy.deepcopy(DEFAULT_WORKLOAD)
+    workload = load_workload(source)  # validates it, and finds a standard workload by name
+    data = yaml.safe_load(Path(workload.source).read_text(encoding="utf-8"))
+    data.pop("faults", None)
+    data.pop("seed", None)
+    return data
+
+
+def seed_workload(base: Mapping[str, Any], seed: int, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    return {**copy.deepcopy(dict(base)), "name": f"{base['name']}-s{seed}",
+            "description": f"seed {seed} of a lab swarm over {base['name']}", "seed": seed, "faults": entries}
