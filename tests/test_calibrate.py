@@ -12,7 +12,8 @@ import pytest
 
 from lab.design.registry import REGISTRY, backend_class
 from lab.backends.ideal.core import IdealQueue, Put
-from lab.experiments.calibrate import SIZES, Cycles, calibrate
+from lab.experiments.calibrate import Cycles, calibrate
+from lab.experiments.calibrate_fit import SIZES
 from lab.cli import main
 from lab.design.service import ServiceModel
 
