@@ -42,8 +42,8 @@ class Import:
 
 def core_files(backends: Path = BACKENDS) -> list[Path]:
     """Every module of a core/ or wire/ package, every single-file core.py, and the wire
-    protocol the designs share (``lab/design/http.py``)."""
-    shared = [backends.parent / "design" / "http.py"] if backends == BACKENDS else []
+    protocol the designs share (``lab/design/http.py`` and its rooms, ``http_*.py``)."""
+    shared = sorted((backends.parent / "design").glob("http*.py")) if backends == BACKENDS else []
     return sorted(backends.glob("*/core/*.py")) + sorted(backends.glob("*/core.py")) + sorted(
         backends.glob("*/wire/*.py")) + shared
 

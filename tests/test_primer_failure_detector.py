@@ -118,7 +118,7 @@ def test_a_live_server_process_runs_with_it(tmp_path):
     backend = PrimerBackend(world, {"nodes": 1, "replicas": 1, "suspect_after": 1.25})
 
     async def main_(control):
-        from lab.design.http import ResponseReader, encode_request
+        from lab.design.http_client import ResponseReader, encode_request
 
         try:
             await backend.start()
@@ -135,7 +135,7 @@ def test_a_live_server_process_runs_with_it(tmp_path):
 
 def _views(control, nodes) -> dict:
     """Each node's ``GET /cluster``, by node."""
-    from lab.design.http import ResponseReader, encode_request
+    from lab.design.http_client import ResponseReader, encode_request
 
     async def one(node):
         conn = control.net.connect(node, "http")

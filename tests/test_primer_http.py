@@ -17,7 +17,7 @@ from lab.backends.primer.core.config import NodeConfig
 from lab.backends.primer.core.primer_node import PrimerNode
 from lab.backends.primer.node import boot_primer
 from lab.design.runtime import Runtime
-from lab.design.http import HttpReply, ResponseReader, encode_request
+from lab.design.http_client import HttpReply, ResponseReader, encode_request
 from models.world import SimWorld
 
 NODES = ("n1", "n2", "n3")

@@ -24,7 +24,7 @@ from lab.backends.queuefka.wire.http import EPOCH_HEADER, accept_http
 from lab.history.record import read_samples
 from lab.experiments.runner import run
 from lab.workloads.spec import parse_workload
-from lab.design.http import ResponseReader, encode_request
+from lab.design.http_client import ResponseReader, encode_request
 from tests.queuefka_support import on_a_node
 
 

@@ -26,8 +26,10 @@ store) is ``lab.design.worlds``.
 from __future__ import annotations
 
 from lab.design.backend import Backend, Delivery, QueueClient, Rejected, outcome_of
-from lab.design.http import (JSON, HttpReply, HttpServerConnection, Request, Response, ResponseReader, Router,
-                             encode_request, encode_response, error, json_response)
+from lab.design.http import JSON, Request, Response, error, json_response
+from lab.design.http_client import HttpReply, ResponseReader, encode_request
+from lab.design.http_router import Router
+from lab.design.http_server import HttpServerConnection, encode_response
 from lab.design.message import decode, encode, message_id, split_id
 from lab.design.mutants import Mutant, Patch
 from lab.design.options import TIMEOUT, BadOption, Option, choice, number, whole

@@ -105,7 +105,7 @@ class Cycles:
 
 
 def _http_probe(rt: Any, node: str) -> Callable[[], Any]:
-    from lab.design.http import ResponseReader, encode_request
+    from lab.design.http_client import ResponseReader, encode_request
 
     conn = rt.net.connect(node, "http")
     request = encode_request("GET", PROBE_PATH, node, b"")

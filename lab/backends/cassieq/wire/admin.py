@@ -25,7 +25,8 @@ from lab.backends.cassieq.core.queues import Queues
 from lab.backends.cassieq.core.store import CassStore, StoreError
 from lab.backends.cassieq.wire.api import LONG_RANGE, WHOLE, entity, json_body, parse_json, refusal
 from lab.design.runtime import Runtime
-from lab.design.http import Request, Response, Router
+from lab.design.http import Request, Response
+from lab.design.http_router import Router
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,8 @@ from lab.backends.cassieq.core.model import PopReceipt, QueueCreateOptions, json
 from lab.backends.cassieq.core.queues import Queues
 from lab.backends.cassieq.core.store import CassStore, StoreError
 from lab.design.runtime import Runtime
-from lab.design.http import JSON, Request, Response, Router
+from lab.design.http import JSON, Request, Response
+from lab.design.http_router import Router
 
 BASE = "/api/v1/accounts/{accountName}/queues"
 DEFAULT_INVISIBILITY_SECONDS = 30

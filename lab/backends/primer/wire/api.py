@@ -20,7 +20,8 @@ from lab.backends.primer.core.config import check_name
 from lab.backends.primer.core.errors import PrimerError
 from lab.backends.primer.core.logs import MAX_READ
 from lab.backends.primer.core.primer_node import PrimerNode
-from lab.design.http import Request, Response, Router, error, json_response
+from lab.design.http import Request, Response, error, json_response
+from lab.design.http_router import Router
 
 MAX_WAIT_S = 60.0  # the longest a get may hold its request open
 DEFAULT_MAX_RECORDS = 100

@@ -52,7 +52,9 @@ from lab.backends.queuefka.core.broker import (
     MAX_FETCH, BadRequest, GroupExists, LeaseLost, QueuefkaCore, Session, UnknownGroup, UnknownTopic,
 )
 from lab.backends.queuefka.core.framing import DEFAULT_MAX_RECORD
-from lab.design.http import HttpServerConnection, Request, Response, Router, error, json_response
+from lab.design.http import Request, Response, error, json_response
+from lab.design.http_router import Router
+from lab.design.http_server import HttpServerConnection
 
 if TYPE_CHECKING:
     from lab.design.runtime import Accept
