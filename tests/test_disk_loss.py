@@ -1,4 +1,4 @@
-"""The disk-loss fault (``lab.workloads.faults.DiskLoss``): a node crashes and its disk is destroyed.
+"""The disk-loss fault (``lab.workloads.fault_kinds.DiskLoss``): a node crashes and its disk is destroyed.
 
 In both worlds the node's files are gone, fsynced ones too, and it boots again on the empty
 disk and serves; the history names the node and the kind. Under it a single server loses
@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from lab.backends.primer.driver import PrimerBackend
-from lab.workloads.faults import Cast, parse_fault
+from lab.workloads.fault_base import Cast
+from lab.workloads.faults import parse_fault
 from lab.worlds.live import LiveWorld
 from lab.worlds.live.disk import destroy, durable_ledger_path, fsync_delay_path
 from lab.experiments.planting import plant

@@ -11,12 +11,14 @@ import random
 
 import pytest
 
-from lab.workloads.faults import REGISTRY, Cast, FieldError, parse_fault
+from lab.workloads.fault_base import Cast, FieldError
+from lab.workloads.faults import REGISTRY, parse_fault
 from lab.workloads.nemesis import Nemesis, timed
 from lab.history.record import PHASES, Recorder, read_samples
 from lab.experiments.runner import fault_refusal, run
 from lab.design.runtime import CallTimeout
-from lab.workloads.spec import WorkloadError, parse_workload
+from lab.workloads.errors import WorkloadError
+from lab.workloads.spec import parse_workload
 from models.disk import DiskModel
 from models.network import LatencyModel
 from models.world import SimConfig, SimWorld

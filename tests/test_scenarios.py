@@ -15,13 +15,15 @@ import statistics
 import pytest
 
 from lab.design.registry import REGISTRY
-from lab.workloads.faults import GC_PRESETS, Cast, FieldError, GcPlacement, parse_fault
+from lab.workloads.fault_base import Cast, FieldError
+from lab.workloads.fault_kinds import GC_PRESETS, GcPlacement
+from lab.workloads.faults import parse_fault
 from lab.history.phases import fault_events
 from lab.history.record import read_samples
 from lab.experiments.runner import fault_refusal, run
 from lab.experiments.runner_manifest import RunResult
-from lab.workloads.spec import (SCENARIO_DIR, Workload, WorkloadError, load_workload, parse_workload, scenario_files,
-                          standard_workload_files)
+from lab.workloads.spec import (SCENARIO_DIR, Workload, load_workload, parse_workload, scenario_files, standard_workload_files)
+from lab.workloads.errors import WorkloadError
 from models.world import SimWorld
 
 SCENARIOS = [p.stem for p in scenario_files()]

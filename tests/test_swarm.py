@@ -26,7 +26,8 @@ from lab.backends.cassieq.core.errors import ExistingMonoton
 from lab.backends.ideal.core import IdealQueue, Item
 from lab.backends.ideal.driver import IdealBackend
 from lab.cli import main
-from lab.workloads.faults import SHAPES, Cast, parse_fault
+from lab.workloads.fault_base import SHAPES, Cast, Fault
+from lab.workloads.faults import parse_fault
 from lab.history.record import read_samples
 from lab.experiments.runner import fault_refusal, world_class
 from lab.design.runtime import Boot, Runtime
@@ -93,7 +94,7 @@ def test_the_draw_covers_every_kind_the_sim_world_applies_and_the_world_accepts_
 
 
 def test_a_registered_kind_the_swarm_cannot_draw_fails_loudly(monkeypatch):
-    class Meteor(faults.Fault):
+    class Meteor(Fault):
         kind = "meteor"
 
     monkeypatch.setitem(faults.REGISTRY, "meteor", Meteor)

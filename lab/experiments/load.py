@@ -42,14 +42,15 @@ from lab.worlds.live import LiveWorld
 from lab.worlds.live.processes import die_with_parent
 from lab.design.message import decode
 from lab.workloads.nemesis import Nemesis
-from lab.workloads.faults import Cast
+from lab.workloads.fault_base import Cast
 from lab.history.paths import make_run_dir, runs_dir
 from lab.history.phases import with_phases
 from lab.history.record import Recorder, write_samples
 from lab.experiments.runner_manifest import RunResult, write_manifest
 from lab.judge.summary import summarize
 from lab.judge.verdict import RunFacts
-from lab.workloads.spec import Workload, WorkloadError, parse_workload
+from lab.workloads.spec import Workload, parse_workload
+from lab.workloads.errors import WorkloadError
 
 LOCUSTFILE = Path(__file__).resolve().parents[2] / "loadgen" / "locustfile.py"
 STARTED = "started"  # the file the locustfile writes in its run folder when the users start

@@ -42,14 +42,16 @@ from lab.experiments.runner_clients import (DRAIN_CAP, DRAIN_CONSUMER, DRAIN_STA
 from lab.experiments.runner_manifest import (CHECKED_COLUMNS, SPILL_FILE, RunResult, write_manifest,
                                              write_samples_phased)
 from lab.judge.checker import check
-from lab.workloads.faults import Cast, supports
+from lab.workloads.fault_base import Cast
+from lab.workloads.faults import supports
 from lab.workloads.nemesis import Nemesis
 from lab.history.paths import make_run_dir, runs_dir
 from lab.history.record import Recorder, read_samples
 from lab.design.runtime import Runtime, World
 from lab.judge.summary import summarize
 from lab.judge.verdict import RunFacts
-from lab.workloads.spec import Workload, WorkloadError
+from lab.workloads.errors import WorkloadError
+from lab.workloads.spec import Workload
 
 PROGRESS_STEP = 0.25  # seconds (of the world's clock) between progress updates
 

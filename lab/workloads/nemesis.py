@@ -18,11 +18,11 @@ from __future__ import annotations
 import random
 from typing import Sequence
 
-from lab.workloads.faults import Cast, Fault, FaultWorld, FieldError, Heal, Placement
+from lab.workloads.fault_base import Cast, Fault, FaultWorld, FieldError, Heal, Placement
 from lab.history.phases import HEAL, NEMESIS, START, fault_text
 from lab.history.record import FAULT_OP, Recorder
 from lab.design.runtime import Runtime
-from lab.workloads.spec import WorkloadError
+from lab.workloads.errors import WorkloadError
 
 
 def timed(faults: Sequence[Fault], seed: int) -> tuple[Fault, ...]:

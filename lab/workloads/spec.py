@@ -44,16 +44,14 @@ from typing import Any
 
 import yaml
 
-from lab.workloads.faults import Fault, FieldError, parse_fault
+from lab.workloads.errors import WorkloadError
+from lab.workloads.fault_base import Fault, FieldError
+from lab.workloads.faults import parse_fault
 
 ACK_MODES = ("auto", "reliable")
 ARRIVALS = ("constant", "poisson")
 STANDARD_DIR = Path(__file__).parent
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
-
-
-class WorkloadError(ValueError):
-    """A workload file or field that cannot be used; the message says which and why."""
 
 
 #: One entry of a fault schedule: its kind's class in lab.workloads.faults (schema in that module).

@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             raise ValueError(f"--worlds {w!r}: use sim and/or live")
     if args.repeats < 1:
         raise ValueError(f"--repeats {args.repeats}: use 1 or more")
-    from lab.workloads.faults import SHAPES
+    from lab.workloads.fault_base import SHAPES
 
     for shape in shapes:
         if shape not in SHAPES or shape == "clients":

@@ -3,7 +3,7 @@ disk folder; server nodes as processes of their own (``lab serve``, ``lab.worlds
 and the faults it applies to them; and the event-loop runner that also works inside
 Jupyter's running loop.
 
-Faults (the ``lab.workloads.faults.FaultWorld`` verbs) hit server processes only: ``pause`` (and
+Faults (the ``lab.workloads.fault_base.FaultWorld`` verbs) hit server processes only: ``pause`` (and
 each pause of a ``gc`` fault) is SIGSTOP until ``resume`` sends SIGCONT, ``crash`` is
 kill -9 with the page cache lost (files cut back to what was fsynced), ``disk-loss`` is
 kill -9 with the data dir emptied (``destroy_disk``: a replaced machine), and ``restart``
@@ -25,7 +25,7 @@ import shutil
 import time
 from pathlib import Path
 from functools import partial
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, Coroutine, Protocol, Sequence, TypeVar
 
 from lab.worlds.live.disk import fsync_delay_path, power_cut
 from lab.worlds.live.processes import RESTART_TRIES, STOP_TIMEOUT, ServerProcess
@@ -34,12 +34,16 @@ from lab.worlds.live.runtime import LiveRuntime
 from lab.worlds.live.slowdown import injected
 from lab.design.runtime import Boot
 
-if TYPE_CHECKING:
-    from lab.workloads.faults import Fault
-
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+
+class Targeted(Protocol):
+    """What the world reads of a fault it is asked to apply (a ``lab.workloads`` Fault)."""
+
+    kind: str
+    target: Sequence[str]
 INTERRUPT_GRACE = 2.0  # seconds an interrupted run's servers have to stop on SIGTERM before kill -9
 
 
@@ -169,7 +173,7 @@ class LiveWorld:
         return proc
 
     @classmethod
-    def refusal(cls, fault: "Fault") -> str | None:
+    def refusal(cls, fault: "Targeted") -> str | None:
         """Why this world cannot apply ``fault`` whatever the design (one line), or None."""
         if fault.kind not in cls.PROCESS_FAULTS:
             return None  # a link fault: its proxies (to servers, between servers) are in the runner's process
@@ -180,7 +184,7 @@ class LiveWorld:
                         f"or a server's name)")
         return None
 
-    # ------------------------------------------------------------ fault verbs (lab.workloads.faults.FaultWorld)
+    # ------------------------------------------------------------ fault verbs (lab.workloads.fault_base.FaultWorld)
 
     def pause(self, node: str) -> None:
         """SIGSTOP: the server's process stops; its connections stay open, unanswered."""

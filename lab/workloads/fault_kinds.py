@@ -1,0 +1,380 @@
+"""The fault kinds: each parses its own fields, picks the nodes (and links) it hits from the
+run's seed, and breaks a world in a way its heal undoes. What each kind does and its fields
+are in ``lab.workloads.faults``' doc, which also registers them."""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Iterable
+
+from lab.design.runtime import Runtime
+from lab.workloads.fault_base import (MODES, SHAPES, SIDED_SHAPES, Cast, Fault, FaultWorld, FieldError, Heal, Link,
+                                      Placement, is_number, milliseconds)
+
+
+@dataclass(frozen=True)
+class Pause(Fault):
+    kind: ClassVar[str] = "pause"
+
+    def start(self, world: FaultWorld, placement: Placement, rt: Runtime) -> Heal:
+        for node in placement.nodes:
+            world.pause(node)
+        return lambda: [world.resume(node) for node in placement.nodes]
+
+
+@dataclass(frozen=True)
+class Crash(Fault):
+    kind: ClassVar[str] = "crash"
+    FIELDS: ClassVar[tuple[str, ...]] = ("tear",)
+    tear: bool = False
+
+    @classmethod
+    def parse_fields(cls, entry: dict[str, Any]) -> dict[str, Any]:
+        tear = entry.get("tear", False)
+        if not isinstance(tear, bool):
+            raise FieldError("tear", f"must be true or false, got {tear!r}")
+        return {"tear": tear}
+
+    def start(self, world: FaultWorld, placement: Placement, rt: Runtime) -> Heal:
+        for node in placement.nodes:
+            world.crash(node, tear=self.tear)
+        return lambda: [world.restart(node) for node in placement.nodes if not world.is_up(node)]
+
+
+@dataclass(frozen=True)
+class Partition(Fault):
+    kind: ClassVar[str] = "partition"
+    FIELDS: ClassVar[tuple[str, ...]] = ("shape", "mode", "flap")
+    shape: str = "isolate"
+    mode: str = "isolate"
+    flap: float = 0.0
+
+    @classmethod
+    def parse_fields(cls, entry: dict[str, Any]) -> dict[str, Any]:
+        shape, mode, flap = entry.get("shape", "isolate"), entry.get("mode", "isolate"), entry.get("flap", 0)
+        if shape not in SHAPES:
+            raise FieldError("shape", f"must be one of {', '.join(SHAPES)}, got {shape!r}")
+        if mode not in MODES:
+            raise FieldError("mode", f"must be one of {', '.join(MODES)}, got {mode!r}")
+        if mode != "isolate" and shape not in SIDED_SHAPES:
+            raise FieldError("mode", f"{mode} needs a shape with one cut-off side ({', '.join(SIDED_SHAPES)}), "
+                                     f"not {shape}")
+        if shape == "clients" and "target" in entry:
+            raise FieldError("target", "shape clients cuts every client from every server: it takes no target")
+        if not (is_number(flap) and flap >= 0):
+            raise FieldError("flap", f"seconds between switches (0: no flapping), a number >= 0, got {flap!r}")
+        return {"shape": shape, "mode": mode, "flap": float(flap)}
+
+    def place(self, cast: Cast, rng: random.Random) -> Placement:
+        if self.shape == "clients":
+            return self._sides(list(cast.clients), list(cast.servers))
+        nodes = cast.resolve(self.target, rng)
+        if self.shape == "isolate":
+            return self._sides(nodes, [n for n in cast.all if n not in nodes])
+        shuffled = rng.sample(nodes, len(nodes))  # the grudge falls on random nodes (Jepsen shuffles)
+        n = len(shuffled)
+        if self.shape == "one":
+            return self._sides(shuffled[:1], shuffled[1:])
+        if self.shape == "minority":
+            return self._sides(shuffled[: (n - 1) // 2], shuffled[(n - 1) // 2:])
+        if self.shape in ("majority", "halves"):
+            return self._sides(shuffled[: n // 2], shuffled[n // 2:])
+        if self.shape == "bridge":
+            left, bridge, right = shuffled[: n // 2], shuffled[n // 2: n // 2 + 1], shuffled[n // 2 + 1:]
+            links = _between(left, right) + _between(right, left)
+            return self._placement(links, f"{' '.join(left)} | {' '.join(right)}, bridged by {' '.join(bridge)}")
+        # majorities-ring: on a ring, each node keeps the nodes within k steps: itself and 2k
+        # neighbours make a majority, and no two nodes keep the same one.
+        k = math.ceil((n // 2) / 2)
+        links = [(a, b) for i, a in enumerate(shuffled) for j, b in enumerate(shuffled)
+                 if min((i - j) % n, (j - i) % n) > k]
+        return self._placement(links, "ring " + " ".join(shuffled) + f", each node sees {2 * k + 1}")
+
+    def _sides(self, side: list[str], other: list[str]) -> Placement:
+        links = []
+        if self.mode in ("isolate", "one-way-in"):
+            links += _between(other, side)
+        if self.mode in ("isolate", "one-way-out"):
+            links += _between(side, other)
+        arrow = {"isolate": "|", "one-way-in": "<-/-", "one-way-out": "-/->"}[self.mode]
+        return self._placement(links, f"{' '.join(side)} {arrow} {' '.join(other)}")
+
+    def _placement(self, links: list[Link], detail: str) -> Placement:
+        if not links:
+            raise FieldError("shape", f"shape {self.shape} cuts no link between these nodes ({detail})")
+        nodes = tuple(dict.fromkeys(node for link in links for node in link))
+        return Placement(nodes, tuple(links), detail)
+
+    def start(self, world: FaultWorld, placement: Placement, rt: Runtime) -> Heal:
+        cut = [False]
+
+        def switch(on: bool) -> None:
+            if on != cut[0]:
+                for link in placement.links:
+                    (world.block if on else world.unblock)(*link)
+                cut[0] = on
+
+        switch(True)
+        flapper = rt.spawn(self._flap(rt, switch, cut), name="flap") if self.flap else None
+
+        def heal() -> None:
+            if flapper is not None:
+                flapper.cancel()
+            switch(False)
+
+        return heal
+
+    async def _flap(self, rt: Runtime, switch: Callable[[bool], None], cut: list[bool]) -> None:
+        while True:
+            await rt.sleep(self.flap)
+            switch(not cut[0])
+
+
+def _between(sources: list[str], destinations: list[str]) -> list[Link]:
+    return [(a, b) for a in sources for b in destinations if a != b]
+
+
+def _links_of(nodes: Iterable[str], cast: Cast) -> tuple[Link, ...]:
+    """Every link to or from one of ``nodes``, both ways."""
+    nodes = list(nodes)
+    return tuple(dict.fromkeys(link for node in nodes for other in cast.all if other != node
+                               for link in ((node, other), (other, node))))
+
+
+@dataclass(frozen=True)
+class LinkDelay(Fault):
+    kind: ClassVar[str] = "link-delay"
+    FIELDS: ClassVar[tuple[str, ...]] = ("ms", "jitter_ms")
+    ms: float = 0.0
+    jitter_ms: float = 0.0
+
+    @classmethod
+    def parse_fields(cls, entry: dict[str, Any]) -> dict[str, Any]:
+        return {"ms": milliseconds(entry, "ms", "added to every message on the links"),
+                "jitter_ms": milliseconds(entry, "jitter_ms", "", required=False)}
+
+    def place(self, cast: Cast, rng: random.Random) -> Placement:
+        nodes = cast.resolve(self.target, rng)
+        return Placement(tuple(nodes), _links_of(nodes, cast), " ".join(nodes))
+
+    def start(self, world: FaultWorld, placement: Placement, rt: Runtime) -> Heal:
+        extra, jitter = round(self.ms * 1e6), round(self.jitter_ms * 1e6)
+        for link in placement.links:
+            world.add_delay(*link, extra, jitter)
+        return lambda: [world.remove_delay(*link, extra, jitter) for link in placement.links]
+
+
+@dataclass(frozen=True)
+class Loss(Fault):
+    kind: ClassVar[str] = "loss"
+    FIELDS: ClassVar[tuple[str, ...]] = ("p",)
+    p: float = 0.0
+
+    @classmethod
+    def parse_fields(cls, entry: dict[str, Any]) -> dict[str, Any]:
+        p = entry.get("p")
+        if not (is_number(p) and 0 < p <= 1):
+            raise FieldError("p", f"a loss fault needs a probability 'p' in (0, 1], got {p!r}")
+        return {"p": float(p)}
+
+    def place(self, cast: Cast, rng: random.Random) -> Placement:
+        nodes = cast.resolve(self.target, rng)
+        return Placement(tuple(nodes), _links_of(nodes, cast), " ".join(nodes))
+
+    def start(self, world: FaultWorld, placement: Placement, rt: Runtime) -> Heal:
+        for link in placement.links:
+            world.add_loss(*link, self.p)
+        return lambda: [world.remove_loss(*link, self.p) for link in placement.links]
+
+
+@dataclass(frozen=True)
+class DiskDelay(Fault):
+    kind: ClassVar[str] = "disk-delay"
+    FIELDS: ClassVar[tuple[str, ...]] = ("ms",)
+    ms: float = 0.0
+
+    @classmethod
+    def parse_fields(cls, entry: dict[str, Any]) -> dict[str, Any]:
+        return {"ms": milliseconds(entry, "ms", "added to every fsync")}
+
+    def start(self, world: FaultWorld, placement: Placement, rt: Runtime) -> Heal:
+        extra = round(self.ms * 1e6)
+        for node in placement.nodes:
+            world.add_fsync_delay(node, extra)
+        return lambda: [world.remove_fsync_delay(node, extra) for node in placement.nodes]
+
+
+#: gc presets: the defaults of a gc fault's fields (a field the entry gives overrides its preset's)
+GC_PRESETS: dict[str, dict[str, float]] = {
+    # A JVM under a generational collector: minor collections several times a second, a
+    # few ms to a few tens of ms each; a full (old-generation) collection every few seconds,
+    # hundreds of ms. Lognormal lengths give the long tail a collector's pauses have.
+    "jvm": {"young_every": 0.3, "young_ms": 12.0, "full_every": 2.0, "full_ms": 400.0, "sigma": 0.4},
+}
+GC_FIELDS = {"young_every": "the mean gap between young pauses, in seconds (0: none)",
+             "young_ms": "the median young pause, in milliseconds",
+             "full_every": "the mean gap between full pauses, in seconds (0: none)",
+             "full_ms": "the median full pause, in milliseconds",
+             "sigma": "the lognormal shape of the pause lengths"}
+
+
+@dataclass(frozen=True)
+class GcPause:
+    """One drawn stop-the-world pause: ``start`` seconds after the fault starts, for ``length`` seconds."""
+
+    node: str
+    start: float
+    length: float
+    kind: str  # "young" or "full"
+
+
+@dataclass(frozen=True)
+class GcPlacement(Placement):
+    """A gc fault's placement: its nodes and every pause it will hold on them, in time order."""
+
+    pauses: tuple[GcPause, ...] = ()
+
+
+@dataclass(frozen=True)
+class Gc(Fault):
+    kind: ClassVar[str] = "gc"
+    FIELDS: ClassVar[tuple[str, ...]] = ("preset", *GC_FIELDS)
+    preset: str = "jvm"
+    young_every: float = 0.0
+    young_ms: float = 0.0
+    full_every: float = 0.0
+    full_ms: float = 0.0
+    sigma: float = 0.0
+
+    @classmethod
+    def parse_fields(cls, entry: dict[str, Any]) -> dict[str, Any]:
+        preset = entry.get("preset", "jvm")
+        if preset not in GC_PRESETS:
+            raise FieldError("preset", f"must be one of {', '.join(GC_PRESETS)}, got {preset!r}")
+        fields = {"preset": preset}
+        for key in GC_FIELDS:
+            value = entry.get(key, GC_PRESETS[preset][key])
+            positive = key.endswith("_ms")  # a pause that takes no time is no pause
+            if not (is_number(value) and (value > 0 if positive else value >= 0)):
+                raise FieldError(key, f"{GC_FIELDS[key]}: a number {'>' if positive else '>='} 0, got {value!r}")
+            fields[key] = float(value)
+        if not fields["young_every"] and not fields["full_every"]:
+            raise FieldError("young_every", "young_every and full_every are both 0: the fault would pause nothing")
+        return fields
+
+    def place(self, cast: Cast, rng: random.Random) -> GcPlacement:
+        nodes = tuple(cast.resolve(self.target, rng))
+        base = rng.getrandbits(64)  # after the targets' picks: a node's pauses do not depend on the others'
+        pauses = sorted((p for node in nodes for p in self._draw(node, random.Random(f"{base}:gc:{node}"))),
+                        key=lambda p: (p.start, p.node))
+        full = sum(p.kind == "full" for p in pauses)
+        longest = max((p.length for p in pauses), default=0.0)
+        detail = f"{' '.join(nodes)}: {len(pauses) - full} young and {full} full pauses, longest {longest * 1e3:.0f} ms"
+        return GcPlacement(nodes, detail=detail, pauses=tuple(pauses))
+
+    def _draw(self, node: str, rng: random.Random) -> list[GcPause]:
+        """One node's pauses over the fault's duration (the rules in ``lab.workloads.faults``' doc): each
+        class at uniform gaps around its mean, from a random phase, with lognormal lengths; a
+        pause that comes while the collector is busy waits for it, and the last one ends
+        with the fault. (Not Poisson arrivals: with a handful of full pauses per run, their
+        count would vary more between seeds than between designs.)"""
+        arrivals = []
+        for kind, every, median_ms in (("young", self.young_every, self.young_ms),
+                                       ("full", self.full_every, self.full_ms)):
+            if not every:
+                continue
+            t = rng.uniform(0, every)
+            while t < self.duration:
+                arrivals.append((t, kind, rng.lognormvariate(math.log(median_ms / 1e3), self.sigma)))
+                t += rng.uniform(0.5 * every, 1.5 * every)
+        pauses: list[GcPause] = []
+        busy_until = 0.0
+        for t, kind, length in sorted(arrivals):
+            start = max(t, busy_until)
+            if start >= self.duration:
+                break
+            busy_until = min(start + length, self.duration)
+            pauses.append(GcPause(node, start, busy_until - start, kind))
+        return pauses
+
+    def start(self, world: FaultWorld, placement: Placement, rt: Runtime) -> Heal:
+        pauses = placement.pauses if isinstance(placement, GcPlacement) else ()
+        holding: set[str] = set()  # nodes a pause of this fault holds now
+        healed = [False]
+
+        async def collect(node: str, mine: list[GcPause]) -> None:
+            t0 = rt.now()
+            for pause in mine:
+                await rt.sleep(max(0.0, t0 + pause.start - rt.now()))
+                if healed[0]:
+                    return
+                world.pause(node)
+                holding.add(node)
+                await rt.sleep(pause.length)
+                if healed[0]:
+                    return  # the heal resumed it
+                holding.discard(node)
+                world.resume(node)
+
+        tasks = [rt.spawn(collect(node, [p for p in pauses if p.node == node]), name=f"gc {node}")
+                 for node in placement.nodes]
+
+        def heal() -> None:
+            healed[0] = True
+            for task in tasks:
+                task.cancel()
+            for node in sorted(holding):
+                world.resume(node)
+            holding.clear()
+
+        return heal
+
+
+@dataclass(frozen=True)
+class LateWrites(Fault):
+    kind: ClassVar[str] = "late-writes"
+    FIELDS: ClassVar[tuple[str, ...]] = ("late_p", "late_s", "ghost_p")
+    late_p: float = 0.1
+    late_s: float = 1.0
+    ghost_p: float = 0.0
+
+    @classmethod
+    def parse_fields(cls, entry: dict[str, Any]) -> dict[str, Any]:
+        fields = {}
+        for key, default in (("late_p", cls.late_p), ("ghost_p", cls.ghost_p)):
+            value = entry.get(key, default)
+            if not (is_number(value) and 0 <= value <= 1):
+                raise FieldError(key, f"a probability from 0 to 1, got {value!r}")
+            fields[key] = float(value)
+        chance = fields["late_p"] + fields["ghost_p"]
+        if not 0 < chance <= 1:
+            raise FieldError("late_p", f"late_p + ghost_p must be in (0, 1], got {chance:g}")
+        late_s = entry.get("late_s", cls.late_s)
+        if not (is_number(late_s) and late_s > 0):
+            raise FieldError("late_s", f"seconds a late write lands after it was sent, a number > 0, got {late_s!r}")
+        return {**fields, "late_s": float(late_s)}
+
+    def start(self, world: FaultWorld, placement: Placement, rt: Runtime) -> Heal:
+        args = (self.late_p, self.late_s, self.ghost_p)
+        for node in placement.nodes:
+            world.add_late_writes(node, *args)
+        return lambda: [world.remove_late_writes(node, *args) for node in placement.nodes]
+
+
+
+@dataclass(frozen=True)
+class DiskLoss(Fault):
+    """A crash that also destroys the targets' disks (a machine replaced): nothing the node
+    wrote survives, fsynced or not, so only a copy on another node can save a message. The
+    history's fault rows name the nodes (``lab.history.phases``): which disks were lost, and when."""
+
+    kind: ClassVar[str] = "disk-loss"
+
+    def start(self, world: FaultWorld, placement: Placement, rt: Runtime) -> Heal:
+        for node in placement.nodes:
+            world.destroy_disk(node)
+        # as a crash's heal: each restart ends this fault's hold; one still held down by
+        # another crash restarts when that one heals (on the empty disk all the same)
+        return lambda: [world.restart(node) for node in placement.nodes if not world.is_up(node)]
