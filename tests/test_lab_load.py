@@ -12,7 +12,7 @@ from lab.cli import main
 from lab.experiments.load import run_load, split_users
 from lab.history.record import read_samples
 from lab.judge.verdict import ALLOWED, VALID
-from lab.workloads.spec import WorkloadError
+from lab.workloads.errors import WorkloadError
 
 
 def _quiet(*_: object) -> None:

@@ -21,7 +21,8 @@ from lab.worlds.live.processes import ServerProcess, parse_ready, ready_line
 from lab.history.phases import fault_events
 from lab.history.record import read_samples
 from lab.experiments.runner import fault_refusal, run
-from lab.workloads.spec import WorkloadError, load_workload, parse_workload
+from lab.workloads.errors import WorkloadError
+from lab.workloads.spec import load_workload, parse_workload
 from tests.kestrel_support import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,7 +9,8 @@ import pytest
 from lab.history.record import read_samples
 from lab.experiments.runner import run
 from lab.experiments.runner_clients import DRAIN_CONSUMER
-from lab.workloads.spec import WorkloadError, parse_workload
+from lab.workloads.errors import WorkloadError
+from lab.workloads.spec import parse_workload
 
 # 20,000 puts/s on one producer: a mean gap of 50 µs against a round trip of about 200 µs
 OPEN = {"name": "open", "producers": 1, "consumers": 1, "rate": 20_000, "arrivals": "poisson", "duration": 0.3,

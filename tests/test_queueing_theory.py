@@ -76,7 +76,8 @@ from lab.design.options import BadOption
 from lab.history.record import read_samples
 from lab.experiments.runner import run
 from lab.experiments.theory import MD1, MM1, MMc, erlang_c, lindley_waits
-from lab.workloads.spec import WorkloadError, parse_workload
+from lab.workloads.errors import WorkloadError
+from lab.workloads.spec import parse_workload
 
 SERVICE_S = 50e-6  # the mean (exp) or constant service time
 BATCHES = 20

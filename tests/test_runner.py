@@ -9,7 +9,8 @@ import pytest
 
 from lab.history.record import read_samples
 from lab.experiments.runner import run
-from lab.workloads.spec import WorkloadError, parse_workload
+from lab.workloads.errors import WorkloadError
+from lab.workloads.spec import parse_workload
 
 BUSY_SIM = {
     "name": "busy", "queues": 2, "producers": 3, "consumers": 2, "message_size": 200, "rate": 3000,

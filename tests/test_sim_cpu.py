@@ -13,7 +13,8 @@ from lab.design.options import BadOption
 from lab.history.record import read_samples
 from lab.experiments.runner import run
 from lab.design.service import ServiceModel, ServiceModelError, ServiceTime
-from lab.workloads.spec import WorkloadError, parse_workload
+from lab.workloads.errors import WorkloadError
+from lab.workloads.spec import parse_workload
 
 NO_NETWORK = {"dist": "constant", "ms": 0}
 

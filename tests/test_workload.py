@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lab.workloads.spec import WorkloadError, load_workload, parse_workload, standard_workload_files
+from lab.workloads.errors import WorkloadError
+from lab.workloads.spec import load_workload, parse_workload, standard_workload_files
 
 GOOD = {"name": "w", "producers": 2, "consumers": 3, "queues": 2, "message_size": 64, "rate": 500,
         "duration": 2, "ack": "reliable", "warmup": 0.5, "seed": 9,

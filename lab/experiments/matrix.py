@@ -31,7 +31,8 @@ from lab.design.registry import REGISTRY, backend_class
 from lab.history.paths import runs_dir
 from lab.judge.summary import format_ns
 from lab.judge.verdict import ALLOWED, INVALID, VALID
-from lab.workloads.spec import Workload, WorkloadError, load_workload
+from lab.workloads.spec import Workload, load_workload
+from lab.workloads.errors import WorkloadError
 
 WORLD = "sim"
 PHASES = ("steady", "fault", "heal")

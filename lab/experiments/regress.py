@@ -52,7 +52,7 @@ import random
 import subprocess
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -61,7 +61,7 @@ from lab.worlds import interrupt
 from lab.design.registry import REGISTRY, backend_class
 from lab.history.paths import REPO, results_dir
 from lab.history.provenance import machine, versions
-from lab.experiments.regress_compare import (ALPHA, LIVE_METRICS, Row, compare, failing, markdown_table,  # noqa: F401
+from lab.experiments.regress_compare import (ALPHA, Figures, LIVE_METRICS, Row, compare, failing, markdown_table,  # noqa: F401
                                   text_table, verdict_lines)
 from lab.judge.summary import MEASURED
 from lab.workloads.spec import Workload, load_workload
@@ -168,15 +168,6 @@ def probe(round_trips: int = 300) -> dict[str, float]:
 
 
 # ----------------------------------------------------------------------------- running
-
-
-@dataclass
-class Figures:
-    """What one gate run measured: sim figures per key, live per-round figures per key."""
-
-    sim: dict[str, dict[str, Any]] = field(default_factory=dict)
-    live: dict[str, dict[str, Any]] = field(default_factory=dict)
-    probes: list[dict[str, float]] = field(default_factory=list)  # the live rounds' probes, in order
 
 
 def key(design: str, workload_name: str) -> str:

@@ -11,15 +11,21 @@ baseline knew with other fields is ``changed``. Both fail until the baseline is 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import median
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lab.experiments.regress_stats import CHANGED, FAILING, HIGHER, LOWER, NEW, OK, REGRESSED, Judgement, judge, normalised
 from lab.judge.summary import format_ns
 
-if TYPE_CHECKING:
-    from lab.experiments.regress import Figures
+@dataclass
+class Figures:
+    """What one gate run measured: sim figures per key, live per-round figures per key."""
+
+    sim: dict[str, dict[str, Any]] = field(default_factory=dict)
+    live: dict[str, dict[str, Any]] = field(default_factory=dict)
+    probes: list[dict[str, float]] = field(default_factory=list)  # the live rounds' probes, in order
+
 
 ALPHA = 0.05  # a live change is significant below this one-sided p-value
 
@@ -102,7 +108,7 @@ def _unknown(design: str, name: str, world: str, base: dict[str, Any] | None, en
     return None
 
 
-def compare(figures: "Figures", baseline: dict[str, Any]) -> list[Row]:
+def compare(figures: Figures, baseline: dict[str, Any]) -> list[Row]:
     rows: list[Row] = []
     for k, entry in sorted(figures.sim.items()):
         name, design = k.split("/")

@@ -22,8 +22,10 @@ import yaml
 from lab.workloads import faults
 
 from lab.design.registry import backend_class
-from lab.workloads.faults import ROLE_TARGETS, SHAPES, SIDED_SHAPES, Cast, FieldError, draw_time, parse_fault
-from lab.workloads.spec import WorkloadError, load_workload, parse_workload
+from lab.workloads.fault_base import ROLE_TARGETS, SHAPES, SIDED_SHAPES, Cast, FieldError, draw_time
+from lab.workloads.faults import parse_fault
+from lab.workloads.errors import WorkloadError
+from lab.workloads.spec import load_workload, parse_workload
 
 #: The base workload when none is given: a few seconds of reliable load at a modest rate.
 DEFAULT_WORKLOAD: dict[str, Any] = {

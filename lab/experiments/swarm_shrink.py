@@ -14,7 +14,8 @@ from typing import Any, Callable, Generator, Iterable
 from lab.experiments.swarm_draw import MIN_FAULT
 from lab.experiments.swarm_worker import SeedRun
 from lab.judge.verdict import INVALID
-from lab.workloads.spec import WorkloadError, parse_workload
+from lab.workloads.errors import WorkloadError
+from lab.workloads.spec import parse_workload
 
 
 class Shrinker:

@@ -1,2 +1,2 @@
-"""Presentation: charts (``plots``), the HTML report (``report``) and the notebooks' helpers
-(``notebook_faults``)."""
+"""Presentation: charts (``plots``) and the HTML report (``report``) — how results look. The
+experiments draw their charts with it, so it stands below them."""

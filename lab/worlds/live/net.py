@@ -27,14 +27,13 @@ import logging
 import pickle
 import struct
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lab.worlds.live.slowdown import StretchedConnection, stretch
+from lab.worlds.live.host import Host
 from lab.worlds.live.streams import Listener, LiveConnection, serve_connections
 from lab.design.runtime import Accept, CallTimeout, Handler, RemoteError, Unreachable
 
-if TYPE_CHECKING:
-    from lab.worlds.live.world import LiveWorld
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +150,7 @@ class _Connection:
 class LiveNet:
     """The network port of one live node."""
 
-    def __init__(self, node: str, world: "LiveWorld"):
+    def __init__(self, node: str, world: Host):
         self.node = node
         self.world = world
         self.addresses = world.addresses

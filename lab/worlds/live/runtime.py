@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any, Awaitable, TypeVar
+from typing import Any, Awaitable, TypeVar
 
 from lab.worlds.live.disk import LiveDisk
 from lab.worlds.live.net import LiveNet
+from lab.worlds.live.host import Host
 from lab.worlds.live.streams import within
 from lab.worlds.shared import as_coroutine, node_random
 
-if TYPE_CHECKING:
-    from lab.worlds.live.world import LiveWorld
 
 T = TypeVar("T")
 
@@ -61,7 +60,7 @@ class LiveTask:
 class LiveRuntime:
     """The Runtime of one node in the live world: real clock, files and TCP."""
 
-    def __init__(self, world: "LiveWorld", name: str):
+    def __init__(self, world: Host, name: str):
         self.world = world
         self.node = name
         self.random = node_random(world.seed, name)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab.present.notebook_faults import FAMILIES, family_scenarios, phase_seconds
+from lab.experiments.families import FAMILIES, family_scenarios, phase_seconds
 from lab.workloads.spec import load_workload, scenario_files
 
 
@@ -39,7 +39,7 @@ def fake_result(rows):
     import pandas as pd
 
     from lab.experiments.matrix import Matrix
-    from lab.present.notebook_faults import FamilyRun
+    from lab.experiments.families import FamilyRun
 
     runs = pd.DataFrame([{"run_id": f"{r['backend']}-{r['scenario']}-s{s}", "label": r["backend"],
                           "scenario": r["scenario"], "seed": s} for r in rows for s in (1, 2)])
@@ -54,7 +54,7 @@ def cell(backend, scenario, verdict="valid", lost=0, duplicated=0, inversions=0,
 def test_the_answer_says_who_lost_duplicated_and_how_the_fault_phase_compares():
     import pandas as pd
 
-    from lab.present.notebook_faults import answer
+    from lab.experiments.families import answer
 
     result = fake_result([cell("kestrel", "crash-all", "allowed", lost=600), cell("kestrel", "crash-one"),
                           cell("primer", "crash-all", duplicated=3, inversions=40, late=False),
