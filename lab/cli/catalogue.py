@@ -1,0 +1,48 @@
+"""`lab backends` and `lab workloads`: what the lab holds, listed; nothing runs."""
+
+from __future__ import annotations
+
+import argparse
+
+from lab.design.registry import CONTROL, REGISTRY, backend_class
+from lab.workloads.spec import load_workload
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """`lab backends` and `lab workloads` (neither takes a flag)."""
+    sub.add_parser("backends", help="list the registered backends and what each supports")
+    sub.add_parser("workloads", help="list the standard workloads (runnable by name)")
+
+
+def cmd_backends(args: argparse.Namespace) -> int:
+    for name in [CONTROL] + sorted(n for n in REGISTRY if n != CONTROL):  # the control first: the floor
+        cls = backend_class(name)
+        print(f"{name}: {cls.summary}")
+        print(f"    worlds: {', '.join(cls.worlds)}")
+        defaults = cls.check_options({})
+        print("    promises (default options; a run is judged by its own):")
+        for reliable in (True, False):
+            promises = cls.promises(defaults, reliable)
+            first, *rest = promises.lines()
+            print(f"      {promises.by}: {first}")
+            for line in rest:
+                print(f"        {line}")
+        print("    options (--option KEY=VALUE):")
+        for option in sorted(cls.options_declared, key=lambda o: o.name):
+            print(f"      {option.name}: {option.describe()}")
+    return 0
+
+
+def cmd_workloads(args: argparse.Namespace) -> int:
+    from lab.workloads.spec import scenario_files, standard_workload_files
+
+    print("standard workloads (lab compare runs them; files: lab/workloads/):")
+    for path in standard_workload_files():
+        w = load_workload(path)
+        print(f"  {w.name:<26} {w.description}")
+    print("\nfault scenarios (lab matrix runs them; files: lab/workloads/scenarios/):")
+    for path in scenario_files():
+        w = load_workload(path)
+        print(f"  {w.name:<26} {w.description}")
+    print("\nrun one: lab run NAME --backend BACKEND [--world sim|live]")
+    return 0

@@ -1,0 +1,79 @@
+"""`lab run`: one workload against one backend; and the summary a run prints (`lab load` prints
+its run the same way), with the `--calibration` check `lab fidelity` shares.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+from lab.cli.common import RUN_LEGEND, UsageError, _option, _seed
+from lab.design.registry import backend_class
+from lab.judge.verdict import INVALID
+from lab.workloads.spec import Workload, load_workload
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """`lab run`'s flags."""
+    p = sub.add_parser("run", help="run one workload against one backend", epilog=RUN_LEGEND,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("workload", type=Path, help="workload file (YAML), or a standard workload's name (`lab workloads`)")
+    p.add_argument("--backend", required=True, help="backend name (see `lab backends`)")
+    p.add_argument("--world", choices=("sim", "live"), default="sim", help="simulated or live (default: sim)")
+    p.add_argument("--seed", type=_seed, help="seed (default: the workload's)")
+    p.add_argument("--out", type=Path, help="run directory (default: results/runs/<run_id>)")
+    p.add_argument("--option", action="append", default=[], type=_option, metavar="KEY=VALUE",
+                   help="a backend option, e.g. fsync=always (repeatable; `lab backends` lists them)")
+    p.add_argument("--calibration", metavar="FILE|none",
+                   help="sim world: the service-time model of the server nodes' CPU (a `lab calibrate` file), "
+                        "or none for no CPU model (default: the design's committed calibration)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from lab.experiments.runner import run
+
+    workload = with_calibration(load_workload(args.workload), args.calibration, args.world)
+    backend_class(args.backend)
+    result = run(workload, args.backend, args.world, seed=args.seed, out=args.out, progress=not args.no_progress,
+                 options=dict(args.option))
+    return _print_result(result)
+
+
+def with_calibration(workload: Workload, calibration: str | None, world: str) -> Workload:
+    """``workload`` with ``--calibration`` in its sim block (checked here: a bad file is a usage error)."""
+    if calibration is None:
+        return workload
+    if world != "sim":
+        raise UsageError("--calibration sets the sim world's CPU model; the live world has a real CPU")
+    if calibration != "none":
+        from lab.design.service import ServiceModel, ServiceModelError
+
+        try:
+            ServiceModel.load(calibration)
+        except ServiceModelError as e:
+            raise UsageError(f"--calibration: {e}") from None
+        calibration = str(Path(calibration).resolve())
+    return dataclasses.replace(workload, sim={**workload.sim, "calibration": calibration})
+
+
+def _print_result(result) -> int:
+    """A run's summary as `lab run` and `lab load` print it; the exit status its verdict gives."""
+    from lab.judge.summary import format_table
+
+    clock = "simulated" if result.world == "sim" else "live"
+    rate = result.samples / result.wall_seconds if result.wall_seconds else float("nan")
+    print(f"run {result.run_id}")
+    print(f"{result.workload.name} on {result.backend}, {result.world} world, seed {result.seed}: "
+          f"{result.world_seconds:.2f} s {clock} in {result.wall_seconds:.2f} s wall "
+          f"({result.samples:,} operations, {rate:,.0f} per wall-second)")
+    print()
+    print(format_table(result.summary))
+    print()
+    print(f"checker: {result.verdict.line()}")
+    print(f"samples: {result.samples_path}")
+    for warning in result.warnings:
+        print(f"lab: warning: {warning}", file=sys.stderr)
+    return 1 if result.verdict.verdict == INVALID else 0  # allowed: what the design promises under its faults
