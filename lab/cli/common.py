@@ -16,7 +16,7 @@ from lab.experiments.compare import NothingToRun
 from lab.experiments.planting import UnknownMutant
 from lab.history.paths import BadRunDir
 from lab.aggregate.spark import JavaMissing
-from lab.workloads.spec import WorkloadError
+from lab.workloads.errors import WorkloadError
 
 
 class UsageError(Exception):
