@@ -13,8 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lab.backends.kestrel.dump import NotAJournal, qdump, render
-from lab.backends.kestrel.core.journal import (Add, ConfirmRemove, Continue, Item, Journal, Remove, RemoveTentative,
-                                          SaveXid, SyncPolicy, Unremove, decode, encode, iter_records, queue_names)
+from lab.backends.kestrel.core.journal import Journal, SyncPolicy, queue_names
+from lab.backends.kestrel.core.journal_records import (Add, ConfirmRemove, Continue, Item, Remove, RemoveTentative,
+                                                  SaveXid, Unremove, decode, encode, iter_records)
 from lab.worlds.live.disk import FileStore
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from lab.backends.kestrel.client import KestrelMemcacheClient
 from lab.backends.kestrel.dump import render
-from lab.backends.kestrel.core.journal import iter_records
+from lab.backends.kestrel.core.journal_records import iter_records
 from tests.kestrel_support import KestrelProcess, Raw, server_fixtures, stats, wait_for
 
 CONFIG = """

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from lab.backends.kestrel.core.journal import (Add, BrokenRecord, ConfirmRemove, Continue, Record, Remove,
-                                          RemoveTentative, SaveXid, Truncated, Unremove, decode)
+from lab.backends.kestrel.core.journal_records import (Add, BrokenRecord, ConfirmRemove, Continue, Record, Remove,
+                                                  RemoveTentative, SaveXid, Truncated, Unremove, decode)
 
 
 class NotAJournal(ValueError):

@@ -11,7 +11,7 @@ items past ``maxMemorySize`` read back from the journal).
 
 from __future__ import annotations
 
-from lab.backends.kestrel.core.journal import Item
+from lab.backends.kestrel.core.journal_records import Item
 from lab.backends.kestrel.core.queue import KestrelQueue
 from lab.backends.kestrel.wire.memcache import MemcacheHandler, Send
 from lab.backends.kestrel.wire.protocol import MemcacheRequest, java_int, memcache_line

@@ -11,7 +11,8 @@ import logging
 import re
 from dataclasses import dataclass
 from lab.backends.kestrel.config import ServerConfig
-from lab.backends.kestrel.core.journal import Item, queue_names, queue_of_file
+from lab.backends.kestrel.core.journal import queue_names, queue_of_file
+from lab.backends.kestrel.core.journal_records import Item
 from lab.backends.kestrel.core.queue import KestrelQueue
 from lab.design.runtime import Runtime
 

@@ -1,18 +1,6 @@
 """Kestrel's journal, byte-compatible with the original 2.4: one append-only file per
-queue (plus rotated files), records replayed at start-up, rotation and crash-safe rewrites.
-
-All integers little-endian; "size" counts the bytes after the size field:
-
-    0 ADD (legacy)          i32 size, i32 expiry (unix s), data          read only
-    1 REMOVE                -
-    2 ADDX                  i32 size (16+len), i64 add time ms, i64 expiry ms, data
-    3 REMOVE_TENTATIVE      - (legacy: the queue assigns the next xid)   read only
-    4 SAVE_XID              i32 xid                                      read only
-    5 UNREMOVE              i32 xid
-    6 CONFIRM_REMOVE        i32 xid
-    7 ADD_XID               i32 xid, ADDX block (a plain add)            read only
-    8 CONTINUE              i32 xid, ADDX block
-    9 REMOVE_TENTATIVE_XID  i32 xid
+queue (plus rotated files), records replayed at start-up, rotation and crash-safe rewrites
+(the records themselves and their bytes: ``core.journal_records``).
 
 Files: the current one is ``<queue>``; rotated ones ``<queue>.<ms>`` (replayed first, by
 timestamp); temporary ones contain ``~~``; a finished rewrite is ``<queue>.<ms>.pack``
@@ -23,164 +11,14 @@ from __future__ import annotations
 
 import logging
 import re
-import struct
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Mapping, Union
+from typing import Callable, Iterable, Iterator, Mapping
 
+from lab.backends.kestrel.core.journal_records import (XID, Add, BrokenRecord, Continue, Item, Record, Truncated,
+                                                       addx, decode, iter_records)
 from lab.design.runtime import Store
 
 log = logging.getLogger(__name__)
-
-_I32 = struct.Struct("<i")
-_ADDX = struct.Struct("<iqq")  # size, add time, expiry
-_ADD_LEGACY = struct.Struct("<ii")  # size, expiry seconds
-_XID = struct.Struct("<bi")
-MAX_RECORD = 1 << 31
-
-
-@dataclass(frozen=True, slots=True)
-class Item:
-    data: bytes
-    add_time: int  # ms since the epoch
-    expiry: int = 0  # ms since the epoch; 0 = never
-    xid: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Add:
-    item: Item
-
-
-@dataclass(frozen=True, slots=True)
-class Remove:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class RemoveTentative:
-    xid: int | None  # None: the legacy record without an xid
-
-
-@dataclass(frozen=True, slots=True)
-class SaveXid:
-    xid: int
-
-
-@dataclass(frozen=True, slots=True)
-class Unremove:
-    xid: int
-
-
-@dataclass(frozen=True, slots=True)
-class ConfirmRemove:
-    xid: int
-
-
-@dataclass(frozen=True, slots=True)
-class Continue:
-    xid: int
-    item: Item
-
-
-Record = Union[Add, Remove, RemoveTentative, SaveXid, Unremove, ConfirmRemove, Continue]
-
-
-class Truncated(Exception):
-    """The buffer ends inside a record."""
-
-    def __init__(self, offset: int):
-        super().__init__(f"record cut short at byte {offset}")
-        self.offset = offset
-
-
-class BrokenRecord(Exception):
-    """Bytes that are no record (unknown opcode, impossible size)."""
-
-    def __init__(self, offset: int, reason: str):
-        super().__init__(f"broken record at byte {offset}: {reason}")
-        self.offset = offset
-        self.reason = reason
-
-
-# ------------------------------------------------------------------ records <-> bytes
-def _addx(item: Item) -> bytes:
-    return _ADDX.pack(16 + len(item.data), item.add_time, item.expiry) + item.data
-
-
-def encode(record: Record) -> bytes:
-    if isinstance(record, Add):
-        return b"\x02" + _addx(record.item)
-    if isinstance(record, Remove):
-        return b"\x01"
-    if isinstance(record, RemoveTentative):
-        return b"\x03" if record.xid is None else _XID.pack(9, record.xid)
-    if isinstance(record, SaveXid):
-        return _XID.pack(4, record.xid)
-    if isinstance(record, Unremove):
-        return _XID.pack(5, record.xid)
-    if isinstance(record, ConfirmRemove):
-        return _XID.pack(6, record.xid)
-    if isinstance(record, Continue):
-        return _XID.pack(8, record.xid) + _addx(record.item)
-    raise TypeError(f"not a journal record: {record!r}")
-
-
-def _need(buf: bytes | memoryview, start: int, pos: int, n: int) -> None:
-    if pos + n > len(buf):
-        raise Truncated(start)
-
-
-def _read_addx(buf: bytes | memoryview, start: int, pos: int) -> tuple[Item, int]:
-    _need(buf, start, pos, 20)
-    size, add_time, expiry = _ADDX.unpack_from(buf, pos)
-    if size < 16 or size > MAX_RECORD:
-        raise BrokenRecord(start, f"ADDX block of {size} bytes (at least 16)")
-    _need(buf, start, pos + 4, size)
-    data = bytes(buf[pos + 20: pos + 4 + size])
-    return Item(data, add_time, expiry), pos + 4 + size
-
-
-def decode(buf: bytes | memoryview, pos: int, now_ms: int) -> tuple[Record, int]:
-    """The record at ``pos`` and where the next one starts."""
-    start = pos
-    _need(buf, start, pos, 1)
-    op = buf[pos]
-    pos += 1
-    if op == 1:
-        return Remove(), pos
-    if op == 2:
-        item, pos = _read_addx(buf, start, pos)
-        return Add(item), pos
-    if op == 3:
-        return RemoveTentative(None), pos
-    if op in (4, 5, 6, 9):
-        _need(buf, start, pos, 4)
-        xid = _I32.unpack_from(buf, pos)[0]
-        cls = {4: SaveXid, 5: Unremove, 6: ConfirmRemove, 9: RemoveTentative}[op]
-        return cls(xid), pos + 4
-    if op in (7, 8):
-        _need(buf, start, pos, 4)
-        xid = _I32.unpack_from(buf, pos)[0]
-        item, pos = _read_addx(buf, start, pos + 4)
-        return (Add(item) if op == 7 else Continue(xid, item)), pos
-    if op == 0:
-        _need(buf, start, pos, 8)
-        size, expiry_s = _ADD_LEGACY.unpack_from(buf, pos)
-        if size < 4 or size > MAX_RECORD:
-            raise BrokenRecord(start, f"ADD block of {size} bytes (at least 4)")
-        _need(buf, start, pos + 4, size)
-        data = bytes(buf[pos + 8: pos + 4 + size])
-        return Add(Item(data, now_ms, expiry_s * 1000)), pos + 4 + size
-    raise BrokenRecord(start, f"unknown opcode {op}")
-
-
-def iter_records(buf: bytes | memoryview, now_ms: int) -> Iterator[tuple[int, Record]]:
-    """(offset, record) for each record of ``buf``; raises at the first bad one."""
-    pos = 0
-    while pos < len(buf):
-        record, end = decode(buf, pos, now_ms)
-        yield pos, record
-        pos = end
 
 
 # ------------------------------------------------------------------ the fsync policy
@@ -373,22 +211,22 @@ class Journal:
             self._dirty = True
 
     def add(self, item: Item) -> None:
-        self._append(b"\x02" + _addx(item))
+        self._append(b"\x02" + addx(item))
 
     def remove(self) -> None:
         self._append(b"\x01")
 
     def remove_tentative(self, xid: int) -> None:
-        self._append(_XID.pack(9, xid))
+        self._append(XID.pack(9, xid))
 
     def unremove(self, xid: int) -> None:
-        self._append(_XID.pack(5, xid))
+        self._append(XID.pack(5, xid))
 
     def confirm_remove(self, xid: int) -> None:
-        self._append(_XID.pack(6, xid))
+        self._append(XID.pack(6, xid))
 
     def continue_(self, xid: int, item: Item) -> None:
-        self._append(_XID.pack(8, xid) + _addx(item))
+        self._append(XID.pack(8, xid) + addx(item))
 
     def sync_if_dirty(self) -> None:
         if self._dirty and self._handle is not None:
@@ -459,9 +297,9 @@ class Journal:
         rotated = self.rotate()
         ms = int(rotated.rsplit(".", 1)[1])
         tmp = f"{self.name}~~{ms}"
-        out = [b"".join((b"\x02" + _addx(item), _XID.pack(9, xid)))
+        out = [b"".join((b"\x02" + addx(item), XID.pack(9, xid)))
                for xid, item in sorted(open_items.items(), reverse=True)]
-        out += [b"\x02" + _addx(item) for item in items]
+        out += [b"\x02" + addx(item) for item in items]
         handle = self.store.open(tmp)
         handle.append(b"".join(out))
         self.pending_pack = (tmp, ms)

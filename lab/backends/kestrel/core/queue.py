@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from lab.backends.kestrel.config import QueueConfig
-from lab.backends.kestrel.core.journal import (Add, ConfirmRemove, Continue, Item, Journal, Remove,
-                                          RemoveTentative, SaveXid, SyncPolicy, Unremove)
+from lab.backends.kestrel.core.journal import Journal, SyncPolicy
+from lab.backends.kestrel.core.journal_records import (Add, ConfirmRemove, Continue, Item, Remove, RemoveTentative,
+                                                  SaveXid, Unremove)
 from lab.design.runtime import Runtime
 
 log = logging.getLogger(__name__)
