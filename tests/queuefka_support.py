@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable
 
-from lab.backends.queuefka.core.broker import Config, QueuefkaCore
+from lab.backends.queuefka.core.broker import QueuefkaCore
+from lab.backends.queuefka.core.broker_api import Config
 from models.world import SimWorld
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.backends.queuefka.core.broker import Config, LeaseLost
+from lab.backends.queuefka.core.broker_api import Config, LeaseLost
 from lab.backends.queuefka.embedded import Consumer, Writer, committed_offsets
 from lab.worlds.live.disk import FileStore
 from lab.history.record import read_samples

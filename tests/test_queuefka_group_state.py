@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lab.backends.queuefka.core.broker import Config, QueuefkaCore
+from lab.backends.queuefka.core.broker import QueuefkaCore
+from lab.backends.queuefka.core.broker_api import Config
 from lab.backends.queuefka.core.framing import frame
 from lab.backends.queuefka.core.groups import CommittedOffset
 from lab.worlds.live.disk import FileStore

@@ -18,7 +18,8 @@ from typing import Any, Awaitable, Callable
 import httpx
 import pytest
 
-from lab.backends.queuefka.core.broker import Config, QueuefkaCore
+from lab.backends.queuefka.core.broker import QueuefkaCore
+from lab.backends.queuefka.core.broker_api import Config
 from lab.backends.queuefka.driver import SERVER, QueuefkaClient
 from lab.backends.queuefka.node import boot_queuefka
 from lab.worlds.live import LiveWorld

@@ -13,7 +13,8 @@ import httpx
 import pytest
 
 from lab.backends.queuefka import Reader, Writer
-from lab.backends.queuefka.core.broker import Config, QueuefkaCore
+from lab.backends.queuefka.core.broker import QueuefkaCore
+from lab.backends.queuefka.core.broker_api import Config
 from lab.backends.queuefka.embedded import Consumer, apply_retention, committed_offsets
 from lab.backends.queuefka.node import boot_queuefka
 from lab.worlds.live.disk import FileStore

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.backends.queuefka.core.broker import Config, LeaseLost
+from lab.backends.queuefka.core.broker_api import Config, LeaseLost
 from lab.backends.queuefka.wire.http import EPOCH_HEADER, accept_http
 from lab.history.record import read_samples
 from lab.experiments.runner import run

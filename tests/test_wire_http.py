@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from lab.backends.queuefka.core.broker import Config, QueuefkaCore
+from lab.backends.queuefka.core.broker import QueuefkaCore
+from lab.backends.queuefka.core.broker_api import Config
 from lab.backends.queuefka.wire.http import HEADER_TIMEOUT, MAX_WAIT, accept_http
 from lab.worlds.live import LiveWorld
 from lab.design.http import Request, Response, error, json_response

@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 from lab.design import Backend, Delivery, QueueClient, Rejected
 from lab.design import TIMEOUT, Option, number, whole
-from lab.backends.queuefka.core.broker import Config, Fetched
+from lab.backends.queuefka.core.broker_api import Config, Fetched
 from lab.backends.queuefka.core.writer import FsyncPolicy
 from lab.backends.queuefka.wire.http import EPOCH_HEADER
 from lab.design import Boot, Connection, Runtime

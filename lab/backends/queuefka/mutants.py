@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections import deque
 
 from lab.design import Delivery
-from lab.backends.queuefka.core.broker import GROUP_SUFFIX, QueuefkaCore, Session, _is_segment
+from lab.backends.queuefka.core.broker import GROUP_SUFFIX, QueuefkaCore, _is_segment
+from lab.backends.queuefka.core.leases import Session
 from lab.backends.queuefka.core.writer import Writer
 from lab.backends.queuefka.driver import QueuefkaClient
 from lab.design import Mutant, Patch

@@ -4,7 +4,8 @@ on a simulated node; ``lab serve queuefka`` runs it on a live one."""
 
 from __future__ import annotations
 
-from lab.backends.queuefka.core.broker import Config, QueuefkaCore
+from lab.backends.queuefka.core.broker import QueuefkaCore
+from lab.backends.queuefka.core.broker_api import Config
 from lab.backends.queuefka.core.framing import DEFAULT_MAX_RECORD
 from lab.backends.queuefka.wire.http import HEADER_TIMEOUT, accept_http
 from lab.design import Runtime

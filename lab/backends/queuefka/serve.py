@@ -12,7 +12,8 @@ import asyncio
 from pathlib import Path
 
 from lab.design.worlds import on_signals
-from lab.backends.queuefka.core.broker import Config, QueuefkaCore
+from lab.backends.queuefka.core.broker import QueuefkaCore
+from lab.backends.queuefka.core.broker_api import Config
 from lab.backends.queuefka.wire.http import HEADER_TIMEOUT
 from lab.design.worlds import LiveWorld
 from lab.design.worlds import ready_line

@@ -3,7 +3,8 @@
 Runs through the Runtime only (the disk through ``RuntimeStore``), so the same core is the
 engine of the node's HTTP front (``wire.http``) in both worlds. A produce is acknowledged once its records are handed to the
 disk, and — if the fsync policy asks for it — once the fsync completes; a commit always
-waits for its fsync.
+waits for its fsync. What callers exchange with it (its ``Config``, a fetch's answer, the
+refusals) is ``core.broker_api``; a group's position and leases are ``core.leases``.
 
 A group's readers share its position, as the consumers of a Kafka share group share a
 partition: each fetch hands out the next records, leased to the fetching ``Session`` (the
@@ -34,62 +35,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from lab.backends.queuefka.core.framing import segment_base, segment_name
-from lab.backends.queuefka.core.groups import (
-    GROUP_SUFFIX, MODES, Consumer, apply_retention, check_group_name, clamp_commits, committed_offsets,
+from lab.backends.queuefka.core.broker_api import (
+    MAX_FETCH, BadRequest, Config, Fetched, GroupExists, LeaseLost, UnknownGroup, UnknownTopic, check_group,
+    check_topic_name,
 )
+from lab.backends.queuefka.core.framing import segment_base, segment_name
+from lab.backends.queuefka.core.groups import GROUP_SUFFIX, MODES, Consumer, apply_retention, clamp_commits, committed_offsets
+from lab.backends.queuefka.core.leases import GroupState, Session, hand_back_expired, persist, restore, take
 from lab.backends.queuefka.core.reader import Reader
 from lab.design.storage import RuntimeStore
-from lab.backends.queuefka.core.writer import DEFAULT_SEGMENT_SIZE, FsyncPolicy, Writer
+from lab.backends.queuefka.core.writer import Writer
 from lab.design.runtime import Runtime
 
-MAX_FETCH = 10_000
 EPOCH_MASK = (1 << 62) - 1  # an epoch is a JSON-safe non-negative integer
-
-
-@dataclass(frozen=True)
-class Fetched:
-    records: list[tuple[int, bytes]]
-    next: int  # commit this to acknowledge every record up to here
-    epoch: int | None = None  # the broker's incarnation that handed them out: commit with it
-
-
-class UnknownTopic(LookupError):
-    pass
-
-
-class UnknownGroup(LookupError):
-    pass
-
-
-class GroupExists(ValueError):
-    """Creating a group that exists already; nothing was done."""
-
-
-class BadRequest(ValueError):
-    """The request is malformed (a name, mode, count or address); nothing was done."""
-
-
-class LeaseLost(Exception):
-    """A commit of records this incarnation of the broker never handed out (fetched before
-    a restart, or past every record handed out); nothing was acknowledged, and the records
-    that are still unacknowledged come back."""
-
-
-@dataclass
-class Config:
-    segment_size_hint: int = DEFAULT_SEGMENT_SIZE
-    fsync: str = "never"  # the original never fsynced
-    retention_age: float | None = None  # seconds; None keeps every segment
-    retention_interval: float = 1.0
-    #: at-least-once: records fetched and not committed are handed out again once the
-    #: session that fetched them has been idle this long (or closed its connection)
-    session_timeout: float = 10.0
-
-    def __post_init__(self) -> None:
-        FsyncPolicy.parse(self.fsync)
-        if self.segment_size_hint < 0:
-            raise ValueError(f"segment_size_hint must be >= 0, not {self.segment_size_hint}")
 
 
 def _is_segment(name: str) -> bool:
@@ -106,55 +64,13 @@ def _group_file(group: str) -> Callable[[str], bool]:
     return lambda name: name.startswith(group + GROUP_SUFFIX)
 
 
-def check_topic_name(name: str) -> str:
-    try:
-        return check_group_name(name)
-    except ValueError:
-        raise BadRequest(f"topic name {name!r}: use 1-64 letters, digits, '.', '_' or '-', "
-                         "starting with a letter or digit") from None
-
-
-def _check_group(name: str) -> str:
-    try:
-        return check_group_name(name)
-    except ValueError as e:
-        raise BadRequest(str(e)) from None
-
-
-class Session:
-    """One reader of the broker (the HTTP front: one per connection). The records it
-    fetched and has not acknowledged are leased to it while it is open and active."""
-
-    __slots__ = ("seen", "closed")
-
-    def __init__(self, now: float):
-        self.seen = now  # when it last fetched or committed
-        self.closed = False
-
-
-@dataclass
-class _Lease:
-    """Records fetched and not acknowledged: ``start`` to ``end`` (the address after the
-    last), held by ``holder`` — or by nobody (None): handed back, to be handed out again."""
-
-    start: int
-    end: int
-    holder: Session | None
-
-
-@dataclass
-class _Group:
-    consumer: Consumer  # its reader is the group's shared position; its offset the committed one
-    leases: list[_Lease] = field(default_factory=list)  # disjoint, in address order, below the position
-
-
 @dataclass
 class _Topic:
     name: str
     store: RuntimeStore
     writer: Writer
     arrived: Any  # a Runtime event, replaced after every produce
-    groups: dict[str, _Group] = field(default_factory=dict)
+    groups: dict[str, GroupState] = field(default_factory=dict)
     recovered: bool = False  # group commits were cut back to the log's end: settle them before appending
 
 
@@ -224,38 +140,14 @@ class QueuefkaCore:
         arrived.set()
         return addresses
 
-    def _group(self, topic: _Topic, group: str) -> _Group:
+    def _group(self, topic: _Topic, group: str) -> GroupState:
         """The group's reading state (in memory; its file only exists once it commits).
         Its ``Consumer`` only reads and records commits: the leases here decide them."""
         state = topic.groups.get(group)
         if state is None:
-            state = topic.groups[group] = _Group(Consumer(topic.store, group, MODES[0]))
-            self._restore(topic, state)
+            state = topic.groups[group] = GroupState(Consumer(topic.store, group, MODES[0]))
+            restore(state, topic.writer)
         return state
-
-    def _restore(self, topic: _Topic, state: _Group) -> None:
-        """A group's state from before a restart, as its last commit recorded it: records
-        handed out up to ``handed``, of which ``pending`` were not acknowledged. Those are
-        handed out again first (their readers are gone); the acknowledged ones never. A
-        crash that lost the log's unsynced tail cuts both back to where the log ends now."""
-        offset, consumer = state.consumer.offset, state.consumer
-        if offset.handed is None:
-            return
-        topic.writer.flush()
-        start, handed = consumer.position, min(offset.handed, topic.writer.address)
-        if handed <= start:
-            return
-        consumer.reader.seek(handed)
-        clipped = ((max(s, start), min(e, handed)) for s, e in offset.pending)
-        state.leases = [_Lease(s, e, None) for s, e in clipped if s < e]
-
-    def _persist(self, state: _Group) -> None:
-        """Commit the group's first record not acknowledged, and with it how far records
-        were handed out and which below that are not acknowledged (fsync requested), so a
-        restart hands out again exactly those. Commits never move backwards."""
-        floor, consumer = self._floor(state), state.consumer
-        if floor >= consumer.committed:
-            consumer.offset.commit(floor, consumer.position, [(lease.start, lease.end) for lease in state.leases])
 
     async def fetch(self, name: str, group: str, max_count: int = 1, wait: float = 0.0,
                     mode: str = "at-least-once", session: Session | None = None) -> Fetched:
@@ -266,7 +158,7 @@ class QueuefkaCore:
             raise BadRequest(f"mode {mode!r}: use {' or '.join(MODES)}")
         if not 1 <= max_count <= MAX_FETCH:
             raise BadRequest(f"max {max_count}: use 1 to {MAX_FETCH}")
-        _check_group(group)
+        check_group(group)
         topic = self.topic(name, create=False)
         state = self._group(topic, group)
         session = self._local if session is None else session
@@ -275,11 +167,11 @@ class QueuefkaCore:
             if topic.groups.get(group) is not state:  # deleted while this fetch waited
                 return Fetched([], state.consumer.position, self.epoch)
             session.seen = self.rt.now()  # a session waiting in a fetch is alive
-            expires = self._hand_back_expired(state)
-            records, next_address = self._take(topic, state, max_count, None if mode == MODES[1] else session)
+            expires = hand_back_expired(state, self.rt.now(), self.config.session_timeout)
+            records, next_address = take(topic.store, state, max_count, None if mode == MODES[1] else session)
             if records:
                 if mode == MODES[1]:  # at-most-once: acknowledged before they are handed out
-                    self._persist(state)
+                    persist(state)
                     await topic.store.settle(_group_file(group))
                 return Fetched(records, next_address, self.epoch)
             remaining = deadline - self.rt.now()
@@ -289,48 +181,6 @@ class QueuefkaCore:
                 remaining = min(remaining, max(expires - self.rt.now(), 1e-3))
             await self.rt.wait(topic.arrived, remaining)
 
-    def _hand_back_expired(self, state: _Group) -> float | None:
-        """Hand back the leases of sessions closed or idle for ``session_timeout``; when the
-        next of the others runs out (None: no other lease)."""
-        now, timeout, nearest = self.rt.now(), self.config.session_timeout, None
-        for lease in state.leases:
-            holder = lease.holder
-            if holder is None:
-                continue
-            if holder.closed or now - holder.seen > timeout:
-                lease.holder = None
-            elif nearest is None or holder.seen + timeout < nearest:
-                nearest = holder.seen + timeout
-        return nearest
-
-    def _take(self, topic: _Topic, state: _Group, max_count: int,
-              holder: Session | None) -> tuple[list[tuple[int, bytes]], int]:
-        """Up to ``max_count`` records and the address after them, from the first lease
-        handed back, else from the group's position; leased to ``holder`` (None: acknowledged)."""
-        back = next((lease for lease in state.leases if lease.holder is None), None)
-        if back is None:
-            start = state.consumer.position
-            records = state.consumer.poll(max_count)
-            if records and holder is not None:
-                state.leases.append(_Lease(start, state.consumer.position, holder))
-            return records, state.consumer.position
-        with Reader(topic.store, back.start) as reader:
-            records = reader.read_many(max_count)
-            after = reader.address
-        taken = [r for r in records if r[0] < back.end]
-        if len(taken) < len(records):
-            after = records[len(taken)][0]
-        if holder is not None:
-            state.leases.insert(state.leases.index(back), _Lease(back.start, after, holder))
-        back.start = after
-        if back.start >= back.end:
-            state.leases.remove(back)
-        return taken, after
-
-    @staticmethod
-    def _floor(state: _Group) -> int:
-        """The group's first record not acknowledged: what it commits."""
-        return min((lease.start for lease in state.leases), default=state.consumer.position)
 
     async def commit(self, name: str, group: str, address: int, session: Session | None = None,
                      epoch: int | None = None) -> int:
@@ -339,7 +189,7 @@ class QueuefkaCore:
         earlier fetches before it. ``epoch`` is the fetch's (None: not checked); another
         incarnation's, or an address past every record handed out, is ``LeaseLost``. The
         group's committed offset: its first record not acknowledged."""
-        _check_group(group)
+        check_group(group)
         topic = self.topic(name, create=False)
         self._check_commit_address(topic, address)  # before the group exists: a refusal writes nothing
         if epoch is not None and epoch != self.epoch:
@@ -365,14 +215,14 @@ class QueuefkaCore:
             elif lease.end <= address and lease.holder is session:  # this session's earlier fetches
                 lease.start = lease.end
         state.leases = [lease for lease in state.leases if lease.start < lease.end]
-        self._persist(state)
+        persist(state)
         await topic.store.settle(_group_file(group))
         return state.consumer.committed
 
     async def create_group(self, name: str, group: str, start: int | str = "beginning") -> int:
         """Create ``group`` committed at ``start``: "beginning" (the oldest record kept), "end"
         (only records written from now on) or a record address; its committed offset."""
-        _check_group(group)
+        check_group(group)
         topic = self.topic(name, create=False)
         if topic.store.exists(group + GROUP_SUFFIX):
             raise GroupExists(f"group {group!r} already exists in topic {name!r}: delete it first")
@@ -395,7 +245,7 @@ class QueuefkaCore:
 
     async def delete_group(self, name: str, group: str) -> None:
         """Remove ``group``: its file and its state, so it no longer holds retention."""
-        _check_group(group)
+        check_group(group)
         topic = self.topic(name, create=False)
         file = group + GROUP_SUFFIX
         if not topic.store.exists(file):

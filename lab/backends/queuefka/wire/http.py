@@ -31,7 +31,7 @@ of opening, or of the previous response, or it is closed (slowloris): the connec
 ``timeout``, which the world enforces while no request runs (so a long-polling GET is not
 cut) and which bytes trickling in do not reset.
 
-Each connection is one reader session of the core (``core.broker.Session``): the records
+Each connection is one reader session of the core (``core.leases.Session``): the records
 a GET hands out at least once are leased to it until a commit acknowledges them, and
 handed out again if the connection closes first, or stays idle for the session timeout.
 A commit that sends back the GET's ``Queuefka-Epoch`` is refused with a 409 if the node
@@ -48,9 +48,11 @@ import json
 from functools import partial
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from lab.backends.queuefka.core.broker import (
-    MAX_FETCH, BadRequest, GroupExists, LeaseLost, QueuefkaCore, Session, UnknownGroup, UnknownTopic,
+from lab.backends.queuefka.core.broker import QueuefkaCore
+from lab.backends.queuefka.core.broker_api import (
+    MAX_FETCH, BadRequest, GroupExists, LeaseLost, UnknownGroup, UnknownTopic,
 )
+from lab.backends.queuefka.core.leases import Session
 from lab.backends.queuefka.core.framing import DEFAULT_MAX_RECORD
 from lab.design.http import Request, Response, error, json_response
 from lab.design.http_router import Router
