@@ -12,8 +12,10 @@ import pytest
 
 from pyspark.sql import functions as F
 
-from lab.aggregate.pipeline import (CHECK_COLUMNS, QUANTILES, SUMMARY_COLUMNS, aggregate, load_samples, messages_pass,
-                           operations_pass, percentiles, run_manifests, single_run, with_verdicts)
+from lab.aggregate.histograms import QUANTILES, percentiles
+from lab.aggregate.pipeline import (CHECK_COLUMNS, SUMMARY_COLUMNS, aggregate, messages_pass, operations_pass,
+                                    with_verdicts)
+from lab.aggregate.runs import load_samples, run_manifests, single_run
 from lab.judge.checker import check
 from lab.history.record import ALPHA, Recorder, read_samples, write_samples
 from lab.experiments.runner import run

@@ -262,7 +262,7 @@ def finished_run(tmp_path_factory) -> Path:
 def test_report_and_aggregate_skip_an_interrupted_folder_by_name(finished_run, tmp_path, capsys):
     import shutil
 
-    from lab.aggregate.pipeline import sample_files
+    from lab.aggregate.runs import sample_files
     from lab.cli import main
 
     good = tmp_path / "good"

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from lab.design.registry import REGISTRY
-from lab.present.plots import WORLD_STYLES, colour, latency_figure
+from lab.present.plots import latency_figure
+from lab.present.plots_style import WORLD_STYLES, colour
 
 MS = 1e6
 rng = np.random.default_rng(7)
@@ -122,7 +123,7 @@ def band_of(patch) -> tuple[float, float]:
 
 
 def test_a_timeline_shows_throughput_and_latency_per_bin_with_the_fault_shaded_and_labelled():
-    from lab.present.plots import FAULT_COLOUR, fault_spans, timeline_figure
+    from lab.present.plots_faults import FAULT_COLOUR, fault_spans, timeline_figure
 
     samples = synthetic_run()
     spans = fault_spans(samples)
@@ -161,7 +162,7 @@ def test_a_timeline_shows_throughput_and_latency_per_bin_with_the_fault_shaded_a
 
 
 def test_a_timeline_switches_to_seconds_and_refuses_nonsense():
-    from lab.present.plots import timeline_figure
+    from lab.present.plots_faults import timeline_figure
 
     samples = synthetic_run(pause=(1.0, 3.5))  # the held puts take 2.5 s
     bottom = timeline_figure(samples).axes[1]
@@ -178,7 +179,7 @@ def test_a_timeline_switches_to_seconds_and_refuses_nonsense():
 def test_fault_bands_label_each_fault():
     from matplotlib.figure import Figure
 
-    from lab.present.plots import fault_bands
+    from lab.present.plots_faults import fault_bands
 
     ax = Figure().subplots()
     ax.set_xlim(0, 10)
@@ -192,7 +193,7 @@ def test_fault_bands_label_each_fault():
 def test_the_verdict_heatmap_colours_each_cell_by_its_verdict_and_writes_its_numbers(tmp_path):
     from matplotlib.colors import to_hex
 
-    from lab.present.plots import VERDICT_COLOURS, verdict_heatmap
+    from lab.present.plots_verdict import VERDICT_COLOURS, verdict_heatmap
 
     cells = {("kestrel syncJournal=never", "crash-all"): ("allowed", "600/0"),
              ("kestrel syncJournal=never", "split-one"): ("valid", "0/0"),
@@ -260,7 +261,7 @@ def test_the_compare_figure_has_a_column_per_workload_and_the_verdicts_below(tmp
 
 
 def test_the_phase_figure_puts_each_phase_of_a_design_in_its_slot_and_shades_the_fault():
-    from lab.present.plots import FAULT_COLOUR, PHASE_MARKERS, phase_figure
+    from lab.present.plots_faults import FAULT_COLOUR, PHASE_MARKERS, phase_figure
 
     latency = [{"label": label, "design": label.split()[0], "op": op, "phase": phase,
                 "p50_ns": (5e6 if phase == "fault" else 1e6) * k, "p99_ns": (2e9 if phase == "fault" else 4e6) * k}

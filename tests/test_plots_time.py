@@ -1,4 +1,4 @@
-"""The live-vs-sim and load-test charts (lab.present.plots' last section), checked on the figure
+"""The live-vs-sim and load-test charts (lab.present.plots_load), checked on the figure
 objects: a design's colour, a world's line style, the axes' labels, the goal bands."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from lab.design.registry import REGISTRY
-from lab.present.plots import WORLD_STYLES, ratio_figure, saturation_figure, series_figure
+from lab.present.plots_load import ratio_figure, saturation_figure, series_figure
+from lab.present.plots_style import WORLD_STYLES
 
 
 def lines_of(ax) -> dict[str, object]:

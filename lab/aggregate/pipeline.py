@@ -23,8 +23,10 @@ writes, as Parquet and JSON:
 - ``histograms``: the log-bucket counts behind every percentile — mergeable: adding the
   counts of any groups (seeds, runs, phases) gives the histogram of their union.
 
-How the work divides. Every row carries its run as one int (``load_samples``: read per
-run from the Parquet footers), so no pass hashes run_id, backend, world and scenario per
+How the work divides. Reading the runs is ``lab.aggregate.runs``; reading the small results
+(histograms to percentiles, the throughput series) is ``lab.aggregate.histograms``; this room
+is the Spark passes and the summaries they add up to. Every row carries its run as one int
+(``load_samples``: read per run from the Parquet footers), so no pass hashes run_id, backend, world and scenario per
 row. Spark does everything that touches samples, in two passes: (1) the operations,
 hash-aggregated by (run, one hash of op, phase and outcome, latency bucket, completion
 second) and that small result grouped three ways (GROUPING SETS): counts per group, bucket
@@ -42,145 +44,24 @@ and the aggregation stays hash-based at any number of groups (unlike percentile_
 
 from __future__ import annotations
 
-import json
-from collections import defaultdict
 from dataclasses import dataclass
-from functools import reduce
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
-from lab.worlds import interrupt
+from lab.aggregate.histograms import KEYS, QUANTILES, THROUGHPUT, ZERO_BUCKET, fill_series, percentiles, \
+    throughput_percentiles, with_measured
+from lab.aggregate.runs import Samples, load_samples, run_manifests
 from lab.judge.verdict import RunFacts, judge_run
-from lab.history.record import FAULT_OP, LOG_GAMMA, MEASURED_PHASES, OPS, OUTCOMES, PHASES, SAMPLE_SCHEMA, LogHistogram
+from lab.history.record import FAULT_OP, LOG_GAMMA, OPS, OUTCOMES, PHASES
 
-KEYS = ["run_id", "backend", "world", "scenario", "op", "phase"]
-RUN_KEYS = ["run_id", "backend", "world", "scenario"]
-QUANTILES = {"p50_ns": 0.50, "p75_ns": 0.75, "p90_ns": 0.90, "p95_ns": 0.95, "p99_ns": 0.99,
-             "p999_ns": 0.999, "p9999_ns": 0.9999}
-THROUGHPUT = {"tput_p5": 5.0, "tput_p50": 50.0, "tput_p95": 95.0}
 SUMMARY_COLUMNS = ["run_id", "backend", "world", "scenario", "op", "phase", "count", "ok", "fail", "info", "bytes",
                    *QUANTILES, "max_ns", *THROUGHPUT, "ok_rate", "fail_rate", "info_rate"]
 CHECK_COLUMNS = ["run_id", "attempts", "enqueued", "dequeued", "ok", "lost", "unexpected", "duplicated", "recovered"]
-ZERO_BUCKET = -(2**31)  # latencies of 0 ns, below every log bucket
-MEASURED = "measured"
 NS_PER_SECOND = 1_000_000_000
-
-
-def spark_schema() -> T.StructType:
-    """The sample schema (lab.history.record) as Spark types."""
-    kinds = {"string": T.StringType(), "int64": T.LongType()}
-    return T.StructType([T.StructField(f.name, kinds[str(f.type)], True) for f in SAMPLE_SCHEMA])
-
-
-def sample_files(paths: Iterable[str | Path]) -> list[str]:
-    """Parquet files of the given run directories, compare folders or files; a folder an
-    interrupt cut short (``lab.worlds.interrupt``) is skipped, and none left is an error naming it."""
-    files: list[str] = []
-    paths = list(map(Path, paths))
-    _, skipped = interrupt.split_interrupted(p.parent if p.is_file() else p for p in paths)
-    for path in paths:
-        if interrupt.inside_interrupted(path.parent if path.is_file() else path) is not None:
-            continue  # a folder an interrupt cut short: skipped by name (lab.worlds.interrupt.skipped_line)
-        if path.is_file() and path.suffix == ".parquet":
-            files.append(str(path))
-        elif (path / "samples.parquet").exists():
-            files.append(str(path / "samples.parquet"))
-        elif path.is_dir() and (found := sorted(p for p in path.glob("*/samples.parquet")
-                                                if not interrupt.interrupted(p.parent))):
-            files += [str(p) for p in found]  # a compare folder: one run per subfolder
-        else:
-            raise FileNotFoundError(f"no samples in {path} (expected a run directory with samples.parquet)")
-    if skipped and not files:
-        raise FileNotFoundError("no runs to read: " + "; ".join(interrupt.skipped_line(p, cut)[5:] for p, cut in skipped))
-    return files
-
-
-Run = tuple  # (run_id, backend, world, scenario), as RUN_KEYS
-
-
-def single_run(meta: pq.FileMetaData) -> Run | None:
-    """The run of every row of a Parquet file, from its footer statistics (min = max in
-    every row group); None if the file may hold several runs or has no statistics.
-
-    Spec-conforming statistics bound every value, so min = max means one value, even for
-    a writer that truncates long strings (a truncated max is rounded up, never equal)."""
-    names = [meta.schema.column(i).name for i in range(meta.num_columns)]
-    if not all(key in names for key in RUN_KEYS):
-        return None
-    runs = set()
-    for group in range(meta.num_row_groups):
-        row_group, run = meta.row_group(group), []
-        for key in RUN_KEYS:
-            stats = row_group.column(names.index(key)).statistics
-            if stats is None or not stats.has_min_max or stats.null_count or stats.min != stats.max:
-                return None
-            run.append(stats.min)
-        runs.add(tuple(run))
-    return runs.pop() if len(runs) == 1 else None
-
-
-@dataclass
-class Samples:
-    """The samples of any number of runs: every row carries ``run``, its run's index in
-    ``runs`` (RUN_KEYS), so the passes group by one int, not by four strings per row."""
-
-    frame: DataFrame
-    runs: pd.DataFrame
-
-
-def files_by_run(paths: Iterable[str | Path]) -> tuple[dict[Run, list[str]], list[str]]:
-    """The sample files under ``paths`` by run, from their footers, and the files that may
-    mix runs. Files without rows are left out; an unreadable file is a ValueError."""
-    files: dict[Run, list[str]] = defaultdict(list)
-    mixed: list[str] = []
-    for path in sample_files(paths):
-        try:
-            meta = pq.read_metadata(path)
-        except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError
-            raise ValueError(f"{path}: not a readable Parquet file ({error})") from error
-        if meta.num_rows == 0:
-            continue
-        run = single_run(meta)
-        if run is None:
-            mixed.append(path)
-        else:
-            files[run].append(path)
-    return files, mixed
-
-
-def load_samples(spark: SparkSession, paths: Iterable[str | Path]) -> Samples:
-    """The samples under ``paths``, each row tagged with its run.
-
-    A run's files are read on their own, with the run as a literal: grouping by
-    run_id, backend, world and scenario instead made the first pass 1.6x slower (100 M
-    samples: 33-37 s against 20-22 s), for values that are the same in every row of a file.
-    Files whose footers don't show a single run (a merged file, say) are read together
-    and tagged by a join on their distinct runs."""
-    files, mixed = files_by_run(paths)
-    schema = spark_schema()
-    read = spark.read.schema(schema).parquet
-    found = [tuple(r) for r in read(*mixed).select(*RUN_KEYS).distinct().collect()] if mixed else []
-    runs = sorted(set(files) | set(found), key=lambda run: [(v is None, v or "") for v in run])
-    index = {run: i for i, run in enumerate(runs)}
-    frames = [read(*paths).withColumn("run", F.lit(index[run])) for run, paths in files.items()]
-    if mixed:
-        table = spark.createDataFrame([(*run, index[run]) for run in found],
-                                      T.StructType([*(schema[k] for k in RUN_KEYS),
-                                                    T.StructField("run", T.IntegerType(), False)]))
-        rows = read(*mixed)
-        same_run = [rows[k].eqNullSafe(table[k]) for k in RUN_KEYS]
-        frames.append(rows.join(F.broadcast(table), reduce(Column.__and__, same_run))
-                      .select(*(rows[f.name] for f in schema), table["run"]))
-    if not frames:  # no rows at all
-        frames = [spark.createDataFrame([], spark_schema().add("run", T.IntegerType(), False))]
-    return Samples(reduce(DataFrame.unionByName, frames), pd.DataFrame(runs, columns=RUN_KEYS))
 
 
 def _named(grouped: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
@@ -355,15 +236,6 @@ def e2e_rows(grouped: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return rows, checks.sort_values("run_id", ignore_index=True)
 
 
-def run_manifests(paths: Iterable[str | Path]) -> dict[str, dict[str, Any]]:
-    """run_id -> manifest.json, for every run directory under ``paths`` that has one."""
-    manifests = {}
-    for file in sample_files(paths):
-        path = Path(file).parent / "manifest.json"
-        if path.is_file():
-            manifest = json.loads(path.read_text())
-            manifests[manifest["run_id"]] = manifest
-    return manifests
 
 
 def with_verdicts(checks: pd.DataFrame, manifests: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
@@ -384,7 +256,7 @@ def with_verdicts(checks: pd.DataFrame, manifests: Mapping[str, Mapping[str, Any
                          reason=[j.reason for j in judged])
 
 
-# ----------------------------------------------------------------------------- small results
+# ----------------------------------------------------------------------------- the passes' results
 
 
 def _split(grouped: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -396,68 +268,6 @@ def _split(grouped: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFr
     series = grouped[(grouped.g_second == 0) & grouped.second.notna()]
     series = series.rename(columns={"rows": "ops"})[[*KEYS, "second", "ops"]]
     return counts, hist.astype({"bucket": "int64"}), series.astype({"second": "int64"})
-
-
-def with_measured(df: pd.DataFrame, sums: dict[str, str], by: list[str]) -> pd.DataFrame:
-    """Add phase "measured" rows: steady, fault and heal merged (counts add up)."""
-    measured = df[df.phase.isin(MEASURED_PHASES)]
-    if measured.empty:
-        return df
-    keys = [k for k in KEYS if k != "phase"] + by
-    merged = measured.groupby(keys, as_index=False).agg(sums)
-    merged["phase"] = MEASURED
-    return pd.concat([df, merged[df.columns]], ignore_index=True)
-
-
-def histogram(rows: pd.DataFrame) -> LogHistogram:
-    """The LogHistogram of one group's bucket rows."""
-    h = LogHistogram()
-    zero = rows.bucket == ZERO_BUCKET
-    h.zeros = int(rows.n[zero].sum())
-    h.counts = dict(zip(rows.bucket[~zero].tolist(), rows.n[~zero].tolist()))
-    h.count = int(rows.n.sum())
-    h.min, h.max = float(rows.lo.min()), float(rows.hi.max())
-    return h
-
-
-def percentiles(histograms: pd.DataFrame, keys: list[str] = KEYS) -> pd.DataFrame:
-    """keys -> p50_ns … p9999_ns, max_ns: histograms merged over everything not in keys."""
-    merged = histograms.groupby([*keys, "bucket"], as_index=False).agg(n=("n", "sum"), lo=("lo", "min"),
-                                                                      hi=("hi", "max"))
-    out = []
-    for key, rows in merged.groupby(keys, sort=True):
-        h = histogram(rows)
-        out.append({**dict(zip(keys, key)), **{name: h.quantile(q) for name, q in QUANTILES.items()},
-                    "max_ns": h.max})
-    return pd.DataFrame(out, columns=[*keys, *QUANTILES, "max_ns"])
-
-
-def fill_series(series: pd.DataFrame) -> pd.DataFrame:
-    """Per group, every whole second of its span (zeros included), partial edges trimmed;
-    seconds counted from the run's first second."""
-    filled = []
-    run_start = series.groupby("run_id")["second"].min()
-    for key, rows in series.groupby(KEYS, sort=True):
-        first, last = int(rows.second.min()), int(rows.second.max())
-        if last - first >= 2:
-            first, last = first + 1, last - 1
-        seconds = np.arange(first, last + 1)
-        ops = rows.groupby("second")["ops"].sum().reindex(seconds, fill_value=0)
-        frame = pd.DataFrame({"second": seconds - run_start[key[0]], "ops": ops.to_numpy(dtype=np.int64)})
-        for k, v in zip(KEYS, key):
-            frame[k] = v
-        filled.append(frame)
-    if not filled:
-        return pd.DataFrame(columns=[*KEYS, "second", "ops"])
-    return pd.concat(filled, ignore_index=True)[[*KEYS, "second", "ops"]]
-
-
-def throughput_percentiles(series: pd.DataFrame) -> pd.DataFrame:
-    rows = []
-    for key, group in series.groupby(KEYS, sort=True):
-        values = np.percentile(group.ops.to_numpy(dtype=float), list(THROUGHPUT.values()))
-        rows.append({**dict(zip(KEYS, key)), **dict(zip(THROUGHPUT, values))})
-    return pd.DataFrame(rows, columns=[*KEYS, *THROUGHPUT])
 
 
 # ----------------------------------------------------------------------------- the pipeline

@@ -147,7 +147,7 @@ def plan(workloads: list[Workload], backends: list[str],
 
 def _panels(results: list[RunResult], summaries: "Aggregation") -> dict[str, dict[tuple[str, str], LogHistogram]]:
     """Per workload, put and end-to-end latency: the histograms behind the table's measured rows."""
-    from lab.aggregate.pipeline import histogram
+    from lab.aggregate.histograms import histogram
 
     measured = summaries.histograms[summaries.histograms.phase == MEASURED]
     panels: dict[str, dict[tuple[str, str], LogHistogram]] = {}

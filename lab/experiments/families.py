@@ -26,7 +26,7 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
-from lab.aggregate.pipeline import percentiles
+from lab.aggregate.histograms import percentiles
 from lab.experiments.matrix import Matrix, run_matrix
 from lab.judge.summary import format_ns
 from lab.judge.verdict import ALLOWED, INVALID, VALID
@@ -141,7 +141,7 @@ def phase_seconds(manifest_workload: dict) -> dict[str, float]:
 def phase_throughput(result: FamilyRun, ops: Sequence[str] = ("put", "get")) -> pd.DataFrame:
     """label, op, phase -> ok operations per second of that phase (gets: deliveries),
     summed over the family's scenarios and seeds."""
-    from lab.aggregate.pipeline import run_manifests
+    from lab.aggregate.runs import run_manifests
 
     manifests = run_manifests(result.runs.run_dir)
     seconds = pd.DataFrame([{"run_id": run_id, "phase": phase, "seconds": s}
@@ -167,7 +167,7 @@ def _ordered(table: pd.DataFrame, result: FamilyRun) -> pd.DataFrame:
 
 def verdict_cells(result: FamilyRun) -> dict[tuple[str, str], tuple[str, str]]:
     """(label, scenario) -> (worst verdict over the seeds, "lost/duplicated"), for
-    ``lab.present.plots.verdict_heatmap``."""
+    ``lab.present.plots_verdict.verdict_heatmap``."""
     return {(r["label"], r["scenario"]): (r["verdict"], f"{r['lost']}/{r['duplicated']}"
                                           + ("\nlate" if r["recovered_in_time"] is False else ""))
             for r in result.cells.to_dict("records")}

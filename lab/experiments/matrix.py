@@ -225,7 +225,8 @@ def _run_one(workload: Workload, backend: str, options: dict[str, Any], seed: in
 def _latencies(matrix: Matrix) -> dict[tuple[Cell, str, str], dict[str, float]]:
     """(cell, op, phase) -> p50/p99/p99.9, from the Spark pipeline's histograms of the
     cell's runs, merged over its seeds."""
-    from lab.aggregate.pipeline import aggregate, percentiles
+    from lab.aggregate.histograms import percentiles
+    from lab.aggregate.pipeline import aggregate
     from lab.aggregate.spark import spark_session
 
     runs = [r for rs in matrix.cells.values() for r in rs]
@@ -322,8 +323,8 @@ def _seconds(value: float | None) -> str:
 
 def heatmap(rows: list[dict[str, Any]], path: Path, seeds: int) -> None:
     """Rows: designs x options; columns: scenarios; colour: the worst verdict; numbers:
-    lost/duplicated (summed over the seeds). Drawn by ``lab.present.plots.verdict_heatmap``."""
-    from lab.present.plots import verdict_heatmap
+    lost/duplicated (summed over the seeds). Drawn by ``lab.present.plots_verdict.verdict_heatmap``."""
+    from lab.present.plots_verdict import verdict_heatmap
 
     cells = {(_label(r), r["scenario"]): (r["verdict"], f"{r['lost']}/{r['duplicated']}"
                                           + ("\nlate" if r["recovered_in_time"] is False else ""))

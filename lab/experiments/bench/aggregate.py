@@ -20,7 +20,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from lab.aggregate.pipeline import KEYS, QUANTILES, aggregate, load_samples, operations_pass
+from lab.aggregate.histograms import KEYS, QUANTILES
+from lab.aggregate.pipeline import aggregate, operations_pass
+from lab.aggregate.runs import load_samples
 from lab.experiments.bench.synthetic import make_samples
 from lab.history.paths import results_dir
 
