@@ -1,7 +1,7 @@
 """How simulated time meets ``async def`` code: integer-nanosecond time and ``Await``.
 
 ``Await(event)`` is what every awaitable of the sim world boils down to: awaiting it
-yields the SimPy event to the driver in ``models.world``, which sends back its value.
+yields the SimPy event to the driver in ``models.runtime``, which sends back its value.
 """
 
 from __future__ import annotations

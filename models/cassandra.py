@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from lab.design.runtime import CallTimeout, RemoteError, Runtime, Unreachable
 
 if TYPE_CHECKING:
-    from models.world import SimRuntime
+    from models.runtime import SimRuntime
 
 #: read levels that see every acknowledged write (by their names: any enum of levels will do)
 STRONG = frozenset({"QUORUM", "LOCAL_QUORUM", "SERIAL", "LOCAL_SERIAL"})

@@ -17,7 +17,7 @@ on one machine, servers and load generator compete for them.
 
 A paused node's cores stop with it: a request that finishes its service during a pause
 resumes, and releases its core, only when the pause ends (the driver's gate in
-``models.world``). A crash frees every core; the next incarnation starts with a fresh CPU.
+``models.runtime``). A crash frees every core; the next incarnation starts with a fresh CPU.
 """
 
 from __future__ import annotations

@@ -16,17 +16,13 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
 import simpy
 
 from lab.design.runtime import NodeDown
 from lab.worlds.shared import checked_relative
 from models.awaitables import Await
-from models.network import LatencyModel
-
-if TYPE_CHECKING:
-    from models.world import SimRuntime
+from models.host import NodeRuntime
+from models.latency import LatencyModel
 
 
 @dataclass
@@ -139,7 +135,7 @@ class SimFile:
 class SimDisk:
     """The Disk port of one node incarnation, over the node's durable store."""
 
-    def __init__(self, store: SimDiskStore, runtime: "SimRuntime"):
+    def __init__(self, store: SimDiskStore, runtime: NodeRuntime):
         self.store = store
         self.rt = runtime
 

@@ -24,75 +24,25 @@ server's side of a stream wrote, to the client's connection, ``models.streams``)
 from __future__ import annotations
 
 import itertools
-import math
 import random
 from collections import Counter
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Coroutine, Iterable
+from typing import Any, Coroutine, Iterable
 
 from lab.design.runtime import Accept, CallTimeout, Handler, RemoteError, Unreachable
 from lab.design.service import message_bytes, message_kind
 from models.awaitables import Await, to_ns
+from models.host import NetConfig, NodeRuntime, SimHost
+from models.latency import LatencyModel
 from models.streams import SimConnection, SimListeners
 
 RETRANSMIT = 0.2  # seconds between a reliable frame's tries (Linux's minimum TCP retransmission timeout)
 RETRANSMISSIONS = 300  # tries of a reliable frame: a minute of a split, longer than any run's
 
-if TYPE_CHECKING:
-    from models.world import SimConfig, SimRuntime, SimWorld
-
-_DISTRIBUTIONS = ("constant", "uniform", "exponential", "lognormal")
-
-
-@dataclass(frozen=True)
-class LatencyModel:
-    """A one-way delay distribution, in milliseconds (Maelstrom's menu, plus lognormal).
-
-    constant: ``ms``; uniform: ``low_ms``..``high_ms``; exponential: ``min_ms`` + Exp(``mean_ms``);
-    lognormal: median ``ms`` and shape ``sigma`` (a realistic datacenter tail).
-    """
-
-    dist: str = "lognormal"
-    ms: float = 0.1
-    sigma: float = 0.5
-    low_ms: float = 0.0
-    high_ms: float = 0.0
-    mean_ms: float = 0.0
-    min_ms: float = 0.0
-
-    def __post_init__(self) -> None:
-        if self.dist not in _DISTRIBUTIONS:
-            raise ValueError(f"latency dist must be one of {', '.join(_DISTRIBUTIONS)}, got {self.dist!r}")
-        for name in ("ms", "sigma", "low_ms", "high_ms", "mean_ms", "min_ms"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or value < 0 or math.isnan(value):
-                raise ValueError(f"latency {name} must be a number >= 0, got {value!r}")
-        if self.dist == "uniform" and self.high_ms < self.low_ms:
-            raise ValueError("latency high_ms must be >= low_ms")
-
-    @classmethod
-    def from_spec(cls, spec: dict[str, Any]) -> "LatencyModel":
-        unknown = set(spec) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"unknown latency field(s): {', '.join(sorted(unknown))}")
-        return cls(**spec)
-
-    def sample_ns(self, rng: random.Random) -> int:
-        if self.dist == "constant":
-            ms = self.ms
-        elif self.dist == "uniform":
-            ms = rng.uniform(self.low_ms, self.high_ms)
-        elif self.dist == "exponential":
-            ms = self.min_ms + (rng.expovariate(1.0 / self.mean_ms) if self.mean_ms > 0 else 0.0)
-        else:
-            ms = rng.lognormvariate(math.log(self.ms), self.sigma) if self.ms > 0 else 0.0
-        return round(ms * 1_000_000)
-
 
 class SimNetwork:
     """All links of one simulated world."""
 
-    def __init__(self, world: "SimWorld", rng: random.Random, config: "SimConfig"):
+    def __init__(self, world: SimHost, rng: random.Random, config: NetConfig):
         self.world = world
         self.env = world.env
         self.rng = rng
@@ -158,7 +108,7 @@ class SimNetwork:
 
     # ---------------------------------------------------------------- transport
 
-    def transmit(self, source: "SimRuntime", destination: str, kind: str, request_id: int, payload: Any,
+    def transmit(self, source: NodeRuntime, destination: str, kind: str, request_id: int, payload: Any,
                  reliable: int = 0) -> None:
         """Send one frame. ``reliable``: a one-way frame TCP would retransmit until it arrives
         (a connection's close, its FIN): dropped by a partition or by loss, it is sent again
@@ -190,7 +140,7 @@ class SimNetwork:
         frame = (source, destination, kind, request_id, payload, reliable)
         self.env.timeout(arrival - now, frame).callbacks.append(self._arrive)
 
-    def _again(self, source: "SimRuntime", destination: str, kind: str, request_id: int, payload: Any,
+    def _again(self, source: NodeRuntime, destination: str, kind: str, request_id: int, payload: Any,
                reliable: int) -> None:
         if reliable > 1 and source.alive:
             retry = (source, destination, kind, request_id, payload, reliable - 1)
@@ -254,7 +204,7 @@ def _remove_one(added: dict, link: tuple[str, str], value: Any) -> None:
 class SimNetPort:
     """The Network port of one node incarnation."""
 
-    def __init__(self, network: SimNetwork, runtime: "SimRuntime"):
+    def __init__(self, network: SimNetwork, runtime: NodeRuntime):
         self.network = network
         self.rt = runtime
         self.handler: Handler | None = None

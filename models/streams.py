@@ -26,15 +26,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, TypeVar
+from typing import Any, Callable, NamedTuple, TypeVar
 
 from lab.design.runtime import Accept, CallTimeout, ProtocolDrop, ServerConnection, Unreachable
 from lab.design.service import request_kind
 from models.awaitables import Await, to_ns
-
-if TYPE_CHECKING:
-    from models.network import SimNetPort
-    from models.world import SimRuntime, SimTask
+from models.host import NetPort, NodeRuntime
+from models.tasks import SimTask
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -74,7 +72,7 @@ class _Accepted:
 
     def __init__(self, conn: ServerConnection):
         self.conn = conn
-        self.running: "SimTask | None" = None  # the task of the request that waits, if any
+        self.running: SimTask | None = None  # the task of the request that waits, if any
         self.closed = False
         self.client = ""  # the client's node, where the connection's frames go
         self.seq = 0  # frames sent so far
@@ -86,7 +84,7 @@ class _Accepted:
 class SimListeners:
     """The ports one node incarnation listens on, and their open connections."""
 
-    def __init__(self, runtime: "SimRuntime") -> None:
+    def __init__(self, runtime: NodeRuntime) -> None:
         self.rt = runtime
         self.ports: dict[str, Accept] = {}
         self.open: dict[tuple[str, str], _Accepted] = {}
@@ -101,7 +99,7 @@ class SimListeners:
             if key not in self.open and message.port in self.ports:
                 self.open[key] = self._accept(key)
 
-    def waiting(self, message: StreamData | StreamClose, task: "SimTask") -> None:
+    def waiting(self, message: StreamData | StreamClose, task: SimTask) -> None:
         """The handling of ``message`` waits, driven by ``task``: a close cancels it if it
         is the one running the connection's requests."""
         if isinstance(message, StreamData):
@@ -144,8 +142,6 @@ class SimListeners:
         accepted.owner = message
         process = self.rt.env.active_process  # None when run at the arrival (``SimRuntime.start``)
         if process is not None:  # a handling that began in its own task (the node was paused)
-            from models.world import SimTask
-
             accepted.running = SimTask(process)
         try:
             while not accepted.closed and (request := conn.next_request()) is not None:
@@ -197,7 +193,7 @@ class SimConnection:
     failure, as a real client reconnects. The network hands it the server's frames
     (``arrived``), registered under its id in its node's ``SimNetPort.connections``."""
 
-    def __init__(self, net: "SimNetPort", node: str, port: str):
+    def __init__(self, net: NetPort, node: str, port: str):
         self.net, self.node, self.port = net, node, port
         self.conn: str | None = None
         self.expected = 0  # the next frame's place in the stream

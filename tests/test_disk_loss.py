@@ -27,8 +27,9 @@ from lab.history.record import read_samples
 from lab.experiments.runner import run
 from lab.judge.verdict import ALLOWED, INVALID, VALID
 from lab.workloads.spec import parse_workload
-from models.network import LatencyModel
-from models.world import SimConfig, SimWorld
+from models.config import SimConfig
+from models.latency import LatencyModel
+from models.world import SimWorld
 
 MS = 1_000_000
 

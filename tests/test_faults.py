@@ -19,9 +19,10 @@ from lab.experiments.runner import fault_refusal, run
 from lab.design.runtime import CallTimeout
 from lab.workloads.errors import WorkloadError
 from lab.workloads.spec import parse_workload
+from models.config import SimConfig
 from models.disk import DiskModel
-from models.network import LatencyModel
-from models.world import SimConfig, SimWorld
+from models.latency import LatencyModel
+from models.world import SimWorld
 
 MS = 1_000_000
 SERVERS = ("s0", "s1", "s2", "s3", "s4")

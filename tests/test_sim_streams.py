@@ -21,9 +21,10 @@ from lab.experiments.runner import run as run_workload
 from lab.design.runtime import CallTimeout, Unreachable
 from lab.workloads.spec import load_workload
 from models.awaitables import NS
+from models.config import SimConfig
 from models.disk import DiskModel
-from models.network import LatencyModel
-from models.world import SimConfig, SimWorld
+from models.latency import LatencyModel
+from models.world import SimWorld
 
 LATENCY_MS = 1.0  # one way, constant: a round trip is 2 ms
 LONG_S = 0.5  # what a handler waits for after its reply: a sleep, or an fsync this slow

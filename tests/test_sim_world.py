@@ -7,9 +7,10 @@ import time
 import pytest
 
 from lab.design.runtime import CallTimeout
+from models.config import SimConfig
 from models.disk import DiskModel
-from models.network import LatencyModel
-from models.world import SIM_EPOCH_NS, SimConfig, SimWorld
+from models.latency import LatencyModel
+from models.world import SIM_EPOCH_NS, SimWorld
 
 MS = 1_000_000
 

@@ -74,7 +74,7 @@ def world_class(kind: str) -> type:
 def make_world(kind: str, seed: int, workload: Workload | None = None) -> World:
     cls = world_class(kind)
     if kind == "sim":
-        from models.world import SimConfig
+        from models.config import SimConfig
 
         return cls(seed, SimConfig.from_spec(workload.sim) if workload is not None and workload.sim else None)
     return cls(seed)  # live: node disks in a temporary folder, removed after the run

@@ -250,7 +250,7 @@ def parse_workload(data: Any, source: str = "<workload>") -> Workload:
     )
     if workload.sim:
         try:
-            from models.world import SimConfig
+            from models.config import SimConfig
 
             SimConfig.from_spec(workload.sim)
         except ValueError as e:

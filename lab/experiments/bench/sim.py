@@ -87,8 +87,9 @@ def driver_sleeps(n: int) -> int:
 
 
 def network_calls(n: int) -> int:
-    from models.network import LatencyModel
-    from models.world import SimConfig, SimWorld
+    from models.config import SimConfig
+    from models.latency import LatencyModel
+    from models.world import SimWorld
 
     world = SimWorld(seed=0, config=SimConfig(latency=LatencyModel(dist="constant", ms=0.1)))
 

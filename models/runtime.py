@@ -1,0 +1,198 @@
+"""The Runtime port of one simulated node incarnation, and the driver that runs its coroutines.
+
+Design cores are ``async def`` code. Here each awaitable a core receives yields a SimPy
+event, and a small driver process (``_drive``) sends the event's value back into the
+coroutine — so the same core that serves real TCP in the live world runs in simulated
+time. The driver is also where a node's stop-the-world pause lives: after any event
+fires, no process of a paused node resumes until the pause ends, while messages to the
+node keep queueing (they are delivered, and wait at the gate). A crash (``kill``) stops
+every process of the incarnation where it is.
+
+The runtime reads the world and the node it belongs to through the small protocols below
+(``Machine``, ``NodeState``), which ``models.world`` fills in.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Awaitable, Coroutine, Protocol, TypeVar
+
+import simpy
+from simpy.events import Event as SimPyEvent
+
+from lab.design.runtime import Cancelled, NodeDown
+from lab.design.service import ServiceModel
+from lab.worlds.shared import as_coroutine, node_random
+from models.awaitables import NS, Await, to_ns
+from models.cpu import Cores, NodeCpu
+from models.disk import SimDisk, SimDiskStore
+from models.network import SimNetPort, SimNetwork
+from models.tasks import CANCELLED, CRASH, CRASHED, Deadlines, SimEvent, SimTask
+
+T = TypeVar("T")
+
+
+class Machine(Protocol):
+    """What a runtime reads of its world (``models.world.SimWorld``)."""
+
+    seed: int  # every random source of a node incarnation is drawn from it
+    env: simpy.Environment
+    net: SimNetwork
+    deadlines: Deadlines
+    host_cores: Cores | None  # the one machine's cores (latency: calibrated)
+
+
+class NodeState(Protocol):
+    """What a runtime reads of its node across incarnations (``models.world.SimNode``)."""
+
+    name: str
+    incarnation: int
+    disk: SimDiskStore
+    paused: bool  # the pause gate: no process resumes while it is set ...
+    resumed: SimPyEvent | None  # ... until this fires
+    service: ServiceModel | None  # the CPU's service times (None: no CPU model)
+    cores: int
+
+
+class SimRuntime:
+    """The Runtime port of one incarnation of a simulated node."""
+
+    def __init__(self, world: Machine, node: NodeState):
+        self.world = world
+        self.env = world.env
+        self.state = node
+        self.node = node.name
+        self.incarnation = node.incarnation
+        self.random = node_random(world.seed, node.name, node.incarnation)
+        self.disk = SimDisk(node.disk, self)
+        self.net = SimNetPort(world.net, self)
+        self.cpu = self.new_cpu()
+        self.alive = True
+        self.processes: dict[simpy.Process, None] = {}  # insertion-ordered: deterministic
+
+    def new_cpu(self) -> NodeCpu | None:
+        node = self.state
+        if node.service is None:
+            return None
+        rng = random.Random(f"{self.world.seed}:cpu:{node.name}:{node.incarnation}")
+        return NodeCpu(self.env, node.cores, node.service, rng, self.world.host_cores)
+
+    # clock
+    def now(self) -> float:
+        return self.env.now / NS
+
+    def now_ns(self) -> int:
+        return self.env.now
+
+    def sleep(self, seconds: float) -> Await:
+        return Await(self.env.timeout(to_ns(seconds)))
+
+    # tasks and events
+    def spawn(self, coro: Awaitable[T], name: str = "") -> SimTask:
+        coro = as_coroutine(coro)
+        if not self.alive:
+            coro.close()
+            raise NodeDown(f"{self.node} has crashed; it cannot spawn {name or 'a task'}")
+        process = self.env.process(self._drive(coro))
+        self.processes[process] = None
+        return SimTask(process)
+
+    def event(self) -> SimEvent:
+        return SimEvent(self.env)
+
+    async def wait(self, event: SimEvent, timeout: float | None) -> bool:
+        if event.is_set():
+            return True
+        if timeout is None:
+            await event.wait()
+            return True
+        return await Await(self.first_of(event._event, to_ns(timeout)))
+
+    def first_of(self, event: SimPyEvent, timeout_ns: int) -> SimPyEvent:
+        """An event that succeeds with True when ``event`` fires, or False at the timeout.
+
+        Cheaper than SimPy's AnyOf condition, and the loser is simply ignored; the timeout
+        is a deadline (``Deadlines``), not an event of its own.
+        """
+        done = self.env.event()
+
+        def fired(_: SimPyEvent) -> None:
+            if not done.triggered:
+                done.succeed(True)
+
+        event.callbacks.append(fired)
+        self.world.deadlines.add(timeout_ns, done, False)
+        return done
+
+    def start(self, coro: Coroutine, name: str = "") -> SimTask | None:
+        """Run ``coro`` at once, up to its first wait, inside the caller (a message's arrival):
+        None if it finished without waiting, else the task that drives the rest (as
+        ``spawn``'s). Most requests a server answers never wait, and so cost no process."""
+        if self.state.paused or not self.alive:
+            return self.spawn(coro, name)
+        try:
+            event = coro.send(None)
+        except StopIteration:
+            return None
+        process = self.env.process(self._drive(coro, event))
+        self.processes[process] = None
+        return SimTask(process)
+
+    # the driver: runs a coroutine on SimPy events, behind the node's pause gate
+    def _drive(self, coro: Coroutine, first: SimPyEvent | None = None):
+        """``first``: the event the coroutine already waits on (``start`` ran its first step)."""
+        node = self.state
+        me = self.env.active_process  # the generator starts inside its own process
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            while True:
+                if first is not None:
+                    event, first = first, None
+                else:
+                    try:
+                        while node.paused:
+                            yield node.resumed
+                        if error is None:
+                            event = coro.send(value)
+                        else:
+                            event, error = coro.throw(error), None
+                    except StopIteration as stop:
+                        return stop.value
+                    except Cancelled:
+                        return CANCELLED
+                    except simpy.Interrupt as interrupt:  # cancelled or crashed while at the gate
+                        if interrupt.cause is CRASH:
+                            return self._drop(coro)
+                        error, value = Cancelled(), None
+                        continue
+                try:
+                    value = yield event
+                    if not self.alive:  # the event won a race with the crash interrupt
+                        return self._drop(coro)
+                except simpy.Interrupt as interrupt:
+                    if interrupt.cause is CRASH:
+                        return self._drop(coro)
+                    error, value = Cancelled(), None
+                except Exception as e:  # the awaited event failed: raise it in the core
+                    error, value = e, None
+        finally:
+            self.processes.pop(me, None)
+
+    @staticmethod
+    def _drop(coro: Coroutine) -> object:
+        # A crashed process runs no more of its code; its finally blocks may run here
+        # but anything they try on disk or network is refused (the runtime is dead).
+        try:
+            coro.close()
+        except BaseException:
+            pass
+        return CRASHED
+
+    def kill(self) -> None:
+        """Crash this incarnation: every process stops where it is."""
+        self.alive = False
+        for process in list(self.processes):
+            if process.is_alive:
+                process.interrupt(CRASH)
+        self.processes.clear()
