@@ -20,7 +20,7 @@ import pyarrow as pa
 from lab.history.record import MEASURED_PHASES, LogHistogram, mask, message_codes
 
 PERCENTILES = {"p50": 0.50, "p99": 0.99, "p999": 0.999}
-MEASURED = "measured"  # the key of the measured-phases rows, as lab.aggregate.pipeline names them
+MEASURED = "measured"  # the key of the measured-phases rows, as lab.aggregate.histograms names them
 PHASES_NOTE = ("all = every phase (warmup to drain); measured = steady, fault, heal, as `lab compare` and "
                "the Spark pipeline report. e2e = put start to first delivery, in the phase of that delivery.")
 
