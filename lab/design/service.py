@@ -141,7 +141,7 @@ class ServiceModel:
     default: ServiceTime | None = None
     #: cores per server node (a workload's ``sim: cores`` overrides it)
     cores: int = 1
-    #: the protocol's loopback one-way latency, as ``models.network.LatencyModel`` fields
+    #: the protocol's loopback one-way latency, as ``models.latency.LatencyModel`` fields
     #: (used where a workload asks for ``sim: {latency: calibrated}``)
     network: Mapping[str, Any] | None = None
     #: a server's CPU per request it receives beyond the handler's: its sockets, event loop
