@@ -21,7 +21,8 @@ from lab.cli.servers import cmd_design_tool
 
 __all__ = ["main", "UsageError", "USER_ERRORS"]
 
-#: The subcommands in the order `lab --help` lists them.
+#: The command modules, in the order `lab --help` lists their subcommands; each adds its parsers
+#: (``add_parser``) and names the function each subcommand runs (``COMMANDS``).
 _FAMILIES = (run, catalogue, compare, matrix, fidelity, report, regress, aggregate, servers, load, swarm, mutants,
              calibrate, bench)
 
@@ -36,11 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-COMMANDS = {"run": run.cmd_run, "calibrate": calibrate.cmd_calibrate, "serve": servers.cmd_serve,
-            "backends": catalogue.cmd_backends, "workloads": catalogue.cmd_workloads, "compare": compare.cmd_compare,
-            "aggregate": aggregate.cmd_aggregate, "bench": bench.cmd_bench, "cluster": servers.cmd_cluster,
-            "load": load.cmd_load, "matrix": matrix.cmd_matrix, "swarm": swarm.cmd_swarm, "mutants": mutants.cmd_mutants,
-            "fidelity": fidelity.cmd_fidelity, "report": report.cmd_report, "regress": regress.cmd_regress}
+COMMANDS = {name: function for family in _FAMILIES for name, function in family.COMMANDS.items()}
 
 
 def _version() -> str:

@@ -58,3 +58,7 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
               f"{c['unexpected']} unexpected, {c['duplicated']} duplicated, {c['recovered']} recovered")
     print(f"\nsummaries: {result.directory} (summary, throughput, checks as .parquet and .json)")
     return 0
+
+
+#: the subcommands this module adds, and the function each runs
+COMMANDS = {"aggregate": cmd_aggregate}

@@ -76,3 +76,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         results = bench_aggregate(args.rows, args.master, args.repeats, args.cluster)
     print(f"saved: {save(args.bench, results, args.out)}")
     return 0
+
+
+#: the subcommands this module adds, and the function each runs
+COMMANDS = {"bench": cmd_bench}

@@ -38,3 +38,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     print(calibration.table())
     print(f"\nwritten: {out} ({calibration.measured['seconds']} s)")
     return 0
+
+
+#: the subcommands this module adds, and the function each runs
+COMMANDS = {"calibrate": cmd_calibrate}

@@ -46,3 +46,7 @@ def cmd_workloads(args: argparse.Namespace) -> int:
         print(f"  {w.name:<26} {w.description}")
     print("\nrun one: lab run NAME --backend BACKEND [--world sim|live]")
     return 0
+
+
+#: the subcommands this module adds, and the function each runs
+COMMANDS = {"backends": cmd_backends, "workloads": cmd_workloads}

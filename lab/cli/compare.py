@@ -35,3 +35,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(f"table: {comparison.markdown_path} and {comparison.csv_path}")
     print(f"chart: {comparison.plot_path}")
     return 0
+
+
+#: the subcommands this module adds, and the function each runs
+COMMANDS = {"compare": cmd_compare}

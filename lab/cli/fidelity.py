@@ -50,3 +50,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     print(format_table(table))
     print(f"\nwritten: {table.directory / 'fidelity.json'}, {table.directory / 'fidelity.png'}")
     return 0
+
+
+#: the subcommands this module adds, and the function each runs
+COMMANDS = {"fidelity": cmd_fidelity}

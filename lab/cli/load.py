@@ -97,3 +97,7 @@ def _fault_file(path: Path) -> list:
     if not isinstance(faults, list):
         raise UsageError(f"--faults {path}: use a list of faults, or a mapping with a `faults:` list")
     return faults
+
+
+#: the subcommands this module adds, and the function each runs
+COMMANDS = {"load": cmd_load}

@@ -49,3 +49,7 @@ def _option_sets_file(path: Path) -> dict:
             isinstance(sets, list) and all(isinstance(s, dict) for s in sets) for sets in data.values()):
         raise UsageError(f"--option-sets {path}: use {{design: [{{option: value, ...}}, ...]}}")
     return data
+
+
+#: the subcommands this module adds, and the function each runs
+COMMANDS = {"matrix": cmd_matrix}

@@ -41,3 +41,7 @@ def cmd_mutants(args: argparse.Namespace) -> int:
                   shrink_runs=args.shrink_runs, out=args.out, progress=not args.no_progress)
     print("\n".join(report_lines(result)))
     return 0 if result.passed else 1
+
+
+#: the subcommands this module adds, and the function each runs
+COMMANDS = {"mutants": cmd_mutants}

@@ -44,3 +44,7 @@ def cmd_regress(args: argparse.Namespace) -> int:
         print(line)
     print(f"written: {outcome.directory / 'regress.md'} and regress.json ({outcome.seconds:.0f} s)")
     return 0 if outcome.passed else 1
+
+
+#: the subcommands this module adds, and the function each runs
+COMMANDS = {"regress": cmd_regress}

@@ -42,3 +42,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise UsageError(f"--out {out}: cannot write: {e.strerror or e}") from None
     print(f"written: {out}")
     return 0
+
+
+#: the subcommands this module adds, and the function each runs
+COMMANDS = {"report": cmd_report}

@@ -77,3 +77,7 @@ def _print_result(result) -> int:
     for warning in result.warnings:
         print(f"lab: warning: {warning}", file=sys.stderr)
     return 1 if result.verdict.verdict == INVALID else 0  # allowed: what the design promises under its faults
+
+
+#: the subcommands this module adds, and the function each runs
+COMMANDS = {"run": cmd_run}

@@ -54,3 +54,7 @@ def cmd_design_tool(args: argparse.Namespace) -> int:
         return design_module(args.command, "tools").run(args)
     except ValueError as e:  # a missing file, a file of the wrong kind
         raise UsageError(str(e)) from None
+
+
+#: the subcommands this module adds, and the function each runs
+COMMANDS = {"serve": cmd_serve, "cluster": cmd_cluster}

@@ -52,3 +52,7 @@ def cmd_swarm(args: argparse.Namespace) -> int:
                    shrink_runs=args.shrink_runs, progress=not args.no_progress)
     print("\n".join(report_lines(result)))
     return 1 if result.findings else 0
+
+
+#: the subcommands this module adds, and the function each runs
+COMMANDS = {"swarm": cmd_swarm}
