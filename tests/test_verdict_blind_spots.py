@@ -26,7 +26,7 @@ from lab.experiments.runner import run
 from lab.judge.verdict import INVALID, VALID
 from lab.workloads.spec import load_workload, parse_workload
 
-SCENARIOS = Path(__file__).resolve().parent.parent / "lab" / "scenarios"
+SCENARIOS = Path(__file__).resolve().parent.parent / "lab" / "workloads" / "scenarios"
 WORKLOADS = Path(__file__).resolve().parent.parent / "lab" / "workloads"
 
 
