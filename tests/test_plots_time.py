@@ -6,9 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lab.design.registry import REGISTRY
 from lab.present.plots_load import ratio_figure, saturation_figure, series_figure
-from lab.present.plots_style import WORLD_STYLES
+from lab.present.plots_style import WORLD_STYLES, colour
 
 
 def lines_of(ax) -> dict[str, object]:
@@ -28,7 +27,7 @@ def test_the_saturation_ramp_draws_each_design_and_world_and_rings_the_most():
     drawn = lines_of(ax)
     for design, world in ramps:
         line = drawn[f"{design} ({world})"]
-        assert line.get_color() == REGISTRY[design].colour and line.get_linestyle() == WORLD_STYLES[world]
+        assert line.get_color() == colour(design) and line.get_linestyle() == WORLD_STYLES[world]
         assert list(line.get_xdata()) == sorted(ramps[design, world])
     rings = [line for line in ax.get_lines() if line.get_label().startswith("_") and line.get_markersize() == 9]
     assert sorted((line.get_xdata()[0], line.get_ydata()[0]) for line in rings) == [(2, 3900), (4, 13260), (16, 6620)]
@@ -45,7 +44,7 @@ def test_the_ratio_chart_puts_a_dot_per_design_and_metric_and_shades_each_goal(t
     drawn = lines_of(ax)
     assert list(drawn["ideal"].get_ydata()) == [0.74, 0.28, 0.55, 0.16]
     assert list(drawn["kestrel"].get_ydata()) == [0.95, 1.1, 2.5]  # None is not drawn
-    assert drawn["kestrel"].get_color() == REGISTRY["kestrel"].colour
+    assert drawn["kestrel"].get_color() == colour("kestrel")
     assert [t.get_text() for t in ax.get_xticklabels()] == ["put p50", "put p99", "e2e p50", "e2e p99"]
     bands = [c.get_paths()[0].vertices[:, 1] for c in ax.collections]
     assert [(round(b.min(), 2), round(b.max(), 2)) for b in bands] == [(0.9, 1.1), (0.75, 1.25)] * 2
@@ -60,7 +59,7 @@ def test_series_panels_share_the_time_axis_and_the_last_value_holds_a_whole_step
     top, bottom = fig.axes
     assert top.get_shared_x_axes().joined(top, bottom)
     kestrel = lines_of(top)["kestrel (live)"]
-    assert kestrel.get_color() == REGISTRY["kestrel"].colour and kestrel.get_linestyle() == WORLD_STYLES["live"]
+    assert kestrel.get_color() == colour("kestrel") and kestrel.get_linestyle() == WORLD_STYLES["live"]
     assert list(kestrel.get_xdata()) == [0, 1, 2, 3, 4, 5] and list(kestrel.get_ydata())[-2:] == [50, 50]
     assert top.get_ylim()[0] == 0 and top.get_title() == "puts"
 

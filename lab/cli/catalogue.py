@@ -4,20 +4,25 @@ from __future__ import annotations
 
 import argparse
 
-from lab.design.registry import CONTROL, REGISTRY, backend_class
+from lab.design.registry import REGISTRY, UnknownBackend, backend_class, problems
 from lab.workloads.spec import load_workload
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """`lab backends` and `lab workloads` (neither takes a flag)."""
-    sub.add_parser("backends", help="list the registered backends and what each supports")
+    sub.add_parser("backends", help="list the installed designs: where each comes from and what it supports")
     sub.add_parser("workloads", help="list the standard workloads (runnable by name)")
 
 
 def cmd_backends(args: argparse.Namespace) -> int:
-    for name in [CONTROL] + sorted(n for n in REGISTRY if n != CONTROL):  # the control first: the floor
-        cls = backend_class(name)
+    """Every design (the control first: the floor), then one line per design refused."""
+    for name in REGISTRY:
+        try:
+            cls = backend_class(name)
+        except UnknownBackend:
+            continue  # named with the refused ones below
         print(f"{name}: {cls.summary}")
+        print(f"    from: {REGISTRY[name].where}")
         print(f"    worlds: {', '.join(cls.worlds)}")
         defaults = cls.check_options({})
         print("    promises (default options; a run is judged by its own):")
@@ -30,6 +35,11 @@ def cmd_backends(args: argparse.Namespace) -> int:
         print("    options (--option KEY=VALUE):")
         for option in sorted(cls.options_declared, key=lambda o: o.name):
             print(f"      {option.name}: {option.describe()}")
+    refused = problems()
+    if refused:
+        print("\nrefused (every other design works; the commands that ask for these say why):")
+        for problem in refused:
+            print(f"  {problem.line()}")
     return 0
 
 

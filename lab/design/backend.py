@@ -81,6 +81,8 @@ class Backend(ABC):
 
     name: ClassVar[str]
     summary: ClassVar[str]
+    #: the colour every chart draws the design in (None: a spare one, chosen by its name)
+    colour: ClassVar[str | None] = None
     worlds: ClassVar[tuple[str, ...]] = ("sim", "live")
     #: the options this design takes (``lab run --option KEY=VALUE``), typed and ranged
     options_declared: ClassVar[tuple[Option, ...]] = (TIMEOUT,)

@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from lab.worlds import interrupt
-from lab.design.registry import REGISTRY, backend_class
+from lab.design.registry import REGISTRY, backend_class, own
 from lab.history.paths import REPO, results_dir
 from lab.history.provenance import machine, versions
 from lab.experiments.regress_compare import (ALPHA, Figures, LIVE_METRICS, Row, compare, failing, markdown_table,  # noqa: F401
@@ -101,7 +101,7 @@ def workload_spec(w: Workload) -> dict[str, Any]:
 def choose(designs: Iterable[str] | None, workloads: Iterable[str] | None, worlds: Iterable[str] | None,
            repeats: int) -> tuple[list[str], list[str], list[str]]:
     """The set narrowed as asked; RegressError for a bad name or count, before anything runs."""
-    designs = list(designs) if designs else sorted(REGISTRY)
+    designs = list(designs) if designs else sorted(own())  # the gate's baseline holds the lab's own
     workloads = list(workloads) if workloads else list(WORKLOADS)
     worlds = list(worlds) if worlds else list(WORLDS)
     for kind, names, known in (("design", designs, sorted(REGISTRY)), ("workload", workloads, list(WORKLOADS)),

@@ -10,23 +10,20 @@ nothing to close, safe in worker processes.
 from __future__ import annotations
 
 import math
-import zlib
 
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from lab.design.registry import REGISTRY
+from lab.design import registry
 
-SPARE_COLOURS = ("#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22")  # a name the registry does not know
 WORLD_STYLES = {"sim": "--", "live": "-"}
 
 
 def colour(design: str) -> str:
-    """A design's colour, the same in every chart: the registry's (a name it does not know:
-    a stable spare)."""
-    entry = REGISTRY.get(design)
-    return entry.colour if entry else SPARE_COLOURS[zlib.crc32(design.encode()) % len(SPARE_COLOURS)]
+    """A design's colour, the same in every chart: its own (a name the registry does not
+    know, or a design that declares none: a stable spare)."""
+    return registry.colour(design)
 
 
 def line_style(world: str) -> str:

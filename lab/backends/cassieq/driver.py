@@ -183,6 +183,7 @@ def _ok(reply: HttpReply, what: str) -> HttpReply:
 
 class CassieqBackend(Backend):
     name = "cassieq"
+    colour = "#2ca02c"  # every chart draws it in this
     summary = ("HTTP queue on a Cassandra-style store: monotons, buckets and pointers by compare-and-set, "
                "leases with pop receipts, a repair worker; several API nodes")
 

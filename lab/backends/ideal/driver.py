@@ -53,6 +53,7 @@ def _service_spec(value: object) -> str:
 
 class IdealBackend(Backend):
     name = "ideal"
+    colour = "#7f7f7f"  # every chart draws it in this
     summary = "in-memory FIFO with reliable reads: the control row (no disk, no replicas)"
     options_declared = (
         TIMEOUT,

@@ -67,6 +67,7 @@ def _queue_option(key: str):
 
 class KestrelBackend(Backend):
     name = "kestrel"
+    colour = "#1f77b4"  # every chart draws it in this
     summary = "memcache-protocol queue server with a journal; reliable reads (/open, /close) per connection"
 
     @classmethod

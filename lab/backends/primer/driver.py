@@ -95,6 +95,7 @@ def _ok(reply: HttpReply, what: str) -> HttpReply:
 
 class PrimerBackend(Backend):
     name = "primer"
+    colour = "#9467bd"  # every chart draws it in this
     summary = ("master-master replicated queue: gossip membership (Plumtree), W-way sync or chain replication, "
                "reads from any node, leases and acks broadcast; AP under net-splits")
 

@@ -151,6 +151,7 @@ def _reply(status: int, body: bytes) -> Any:
 
 class QueuefkaBackend(Backend):
     name = "queuefka"
+    colour = "#d62728"  # every chart draws it in this
     summary = "embedded append-only segment log (one log per topic) with consumer groups; HTTP front when live"
 
     @classmethod
