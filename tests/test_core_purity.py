@@ -18,125 +18,13 @@ into (``logging`` uses threads; a core may log).
 
 from __future__ import annotations
 
-import ast
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-FORBIDDEN = {"asyncio", "socket", "time", "random", "os", "threading", "gc", "simpy", "selectors", "uvloop",
-             "models"}
-#: (module, imported module, names): the only forbidden imports allowed, exactly as written.
-ALLOWED = {("lab.design.runtime", "asyncio", ("CancelledError",))}
-ROOT = Path(__file__).resolve().parents[1]
-BACKENDS = ROOT / "lab" / "backends"
-PROJECT = ("lab",)  # walked into; "models" is refused before it would be
-
-
-@dataclass(frozen=True)
-class Import:
-    module: str  # absolute name of what is imported
-    names: tuple[str, ...]  # for ``from m import a, b``; () for ``import m``
-    line: int
-
-
-def core_files(backends: Path = BACKENDS) -> list[Path]:
-    """Every module of a core/ or wire/ package, every single-file core.py, and the wire
-    protocol the designs share (``lab/design/http.py`` and its rooms, ``http_*.py``)."""
-    shared = sorted((backends.parent / "design").glob("http*.py")) if backends == BACKENDS else []
-    return sorted(backends.glob("*/core/*.py")) + sorted(backends.glob("*/core.py")) + sorted(
-        backends.glob("*/wire/*.py")) + shared
-
-
-def module_name(path: Path, root: Path) -> str:
-    parts = list(path.resolve().relative_to(root).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-def module_file(name: str, root: Path) -> Path | None:
-    """The source file of a project module, or None if it is no module of the project."""
-    base = root.joinpath(*name.split("."))
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def _type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
-def imports_of(path: Path, name: str) -> list[Import]:
-    """Every import ``path`` runs (module-level or in a function), absolute; not the ones
-    under ``if TYPE_CHECKING:``."""
-    is_package = path.name == "__init__.py"
-    found: list[Import] = []
-
-    def visit(node: ast.AST, top: bool = False) -> None:
-        if top and isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
-            return
-        if isinstance(node, ast.If) and _type_checking(node.test):
-            for child in node.orelse:
-                visit(child)
-            return
-        if isinstance(node, ast.Import):
-            found.extend(Import(alias.name, (), node.lineno) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            module = node.module or ""
-            if node.level:  # relative: from the package this module is in
-                package = name.split(".") if is_package else name.split(".")[:-1]
-                package = package[: len(package) - (node.level - 1)]
-                module = ".".join(package + ([module] if module else []))
-            found.append(Import(module, tuple(alias.name for alias in node.names), node.lineno))
-        for child in ast.iter_child_nodes(node):
-            visit(child)
-
-    for statement in ast.parse(path.read_text(), filename=str(path)).body:
-        visit(statement, top=True)
-    return found
-
-
-def _run_modules(imported: Import, root: Path) -> list[str]:
-    """The project modules an import runs: the module, the packages above it, and for
-    ``from package import sub`` each submodule named."""
-    parts = imported.module.split(".")
-    out = [".".join(parts[: i + 1]) for i in range(len(parts))]
-    out += [f"{imported.module}.{n}" for n in imported.names if module_file(f"{imported.module}.{n}", root)]
-    return out
-
-
-def forbidden_chains(start: Path, root: Path = ROOT, project: tuple[str, ...] = PROJECT) -> list[str]:
-    """Each forbidden module ``start`` reaches, as ``start -> module -> ... -> forbidden``
-    (the first path found to it); [] if the module is pure."""
-    first = module_name(start, root)
-    backends = (root / "lab" / "backends").resolve()
-    label = str(start.resolve().relative_to(backends if start.resolve().is_relative_to(backends) else root))
-    # the packages Python runs before the module itself
-    parents = [".".join(first.split(".")[:i]) for i in range(1, len(first.split(".")))]
-    todo: list[tuple[str, list[str]]] = [(p, [label, p]) for p in parents] + [(first, [label])]
-    seen = set(parents) | {first}
-    chains: list[str] = []
-    while todo:
-        name, chain = todo.pop(0)
-        path = module_file(name, root)
-        if path is None:
-            continue
-        for imported in imports_of(path, name):
-            top = imported.module.split(".")[0]
-            if top in FORBIDDEN:
-                if (name, imported.module, imported.names) not in ALLOWED:
-                    chains.append(" -> ".join(chain + [imported.module]) + f" (line {imported.line})")
-                continue
-            if top not in project:
-                continue  # standard library or third party: not walked into
-            for module in _run_modules(imported, root):
-                if module not in seen:
-                    seen.add(module)
-                    todo.append((module, chain + [module]))
-    return chains
+# the walk is the conformance suite's (``lab conform``): the test and the suite share it
+from lab.experiments.conform.static import (BACKENDS, FORBIDDEN, ROOT, core_files, forbidden_chains,
+                                            imports_of, purity)
 
 
 def test_there_are_cores_to_scan():
@@ -208,3 +96,23 @@ def test_the_exception_is_one_import_of_the_port_only(tmp_path):
         "toy/core/__init__.py -> asyncio (line 1)",
         "toy/core/__init__.py -> lab.design.runtime -> asyncio (line 1)",
     ]
+
+
+def test_a_design_outside_the_lab_is_walked_through_its_own_package_and_the_lab(tmp_path):
+    """A plug-in design lives in a folder of its own: its imports are walked through its own
+    package as through the lab's."""
+    files = {
+        "toyq/__init__.py": "",
+        "toyq/core/__init__.py": "",
+        "toyq/core/queue.py": "from lab.design.runtime import Runtime\nfrom toyq.core import clock\n",
+        "toyq/core/clock.py": "def now():\n    import time\n    return time.time()\n",
+        "toyq/wire/__init__.py": "from lab.design.http import Request\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    walked, chains = purity("toyq", tmp_path / "toyq")
+    assert [p.relative_to(tmp_path).as_posix() for p in walked] == [
+        "toyq/core/__init__.py", "toyq/core/clock.py", "toyq/core/queue.py", "toyq/wire/__init__.py"]
+    assert chains == ["toyq/core/clock.py -> time (line 2)",
+                      "toyq/core/queue.py -> toyq.core.clock -> time (line 2)"]
