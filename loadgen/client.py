@@ -1,65 +1,45 @@
-"""What a design gives the load generator: a gevent-safe blocking client of its real wire
-protocol (``LoadClient``), made by its module in ``loadgen/designs/`` from the addresses of
-the servers under load.
+"""What a design gives the load generator, looked up by the design's name: its module
+``load.py`` (``lab.design.load`` says what it defines), found through the registry, so a
+design installed as a plug-in brings its own Locust client.
 
-Each design module ``loadgen/designs/<name>.py`` defines
-
-    PORTS: tuple[str, ...]  # the named ports of a server node its client uses, the main one first
-    RELEASES: bool = True   # optional: False when a consumer cannot hand a message back (a log)
-    def make_client(targets: Targets, options: dict, reliable: bool, user: int[, batch: int]) -> LoadClient
-
-(a design whose consumers can read several messages per request takes ``batch``, and is
-only given it when it is more than 1), and optionally ``check(options, reliable, batch)``,
-a ValueError for a load its client cannot make.
-
-``targets`` maps each server node to its named ports' addresses (``{"n1": {"http":
-"127.0.0.1:41234"}}``); ``options`` are the design's checked options (``lab backends``);
-``user`` numbers the Locust user (a client may spread its users over the nodes). The
-client raises ``Refused`` when the server definitely did not do the operation (a 4xx, a
-memcache ``CLIENT_ERROR``/``NOT_STORED``) and anything else when the outcome is unknown (a
-timeout, a cut connection, a 5xx), as the runner's clients do.
+``Refused``, ``Targets``, ``LoadClient`` and ``split_address`` are the design API's
+(``lab.design.load``), named here too for the load generator's own modules.
 """
 
 from __future__ import annotations
 
-import importlib
+import importlib.util
 import inspect
 from types import ModuleType
-from typing import Any, Mapping, Protocol
+from typing import Any
 
-Targets = Mapping[str, Mapping[str, str]]
+from lab.design.load import LoadClient, Refused, Targets, split_address
+from lab.design.registry import REGISTRY, design_module
+
+__all__ = ["LoadClient", "Refused", "Targets", "check_load", "client_factory", "client_ports", "reads_in_batches",
+           "releases", "split_address"]
+
+PART = "load"  # the module of a design's package that holds its Locust client
 
 
-class Refused(Exception):
-    """The server definitely did not do it: the sample's outcome is ``fail``."""
-
-
-class LoadClient(Protocol):
-    def put(self, queue: str, body: bytes) -> None: ...
-
-    def get(self, queue: str) -> tuple[bytes, Any] | None:
-        """A message's body and what ``ack``/``release`` need (None when it was taken for
-        good, at most once); None when there is none now."""
-
-    def ack(self, queue: str, token: Any) -> None: ...
-
-    def release(self, queue: str, token: Any) -> None: ...
-
-    def close(self) -> None: ...
-
-    # optional: ``buffered(queue) -> int``, messages fetched and not yet handed out, which a
-    # consumer hands out before it stops (Queuefka's prefetch)
+def _has_client(name: str) -> bool:
+    """Whether the design has a ``load`` module, without importing it (nor its wire's
+    dependencies): the list in an error must not fail on another design's import."""
+    try:
+        return importlib.util.find_spec(f"{REGISTRY[name].package}.{PART}") is not None
+    except ImportError:  # its package itself does not import: it has no client to offer
+        return False
 
 
 def _design(backend: str) -> ModuleType:
     try:
-        return importlib.import_module(f"loadgen.designs.{backend}")
-    except ModuleNotFoundError:
-        from pathlib import Path
-
-        have = sorted(p.stem for p in (Path(__file__).parent / "designs").glob("*.py")
-                      if p.stem not in ("__init__", "http"))
-        raise ValueError(f"no load generator for {backend!r} (there is one for: {', '.join(have)})") from None
+        module = design_module(backend, PART)
+    except KeyError:  # no such design (the registry's own refusal, a ValueError, says more)
+        module = None
+    if module is None:
+        have = [name for name in sorted(REGISTRY) if _has_client(name)]
+        raise ValueError(f"no load generator for {backend!r} (there is one for: {', '.join(have)})")
+    return module
 
 
 def client_factory(backend: str):
@@ -89,8 +69,3 @@ def check_load(backend: str, options: dict[str, Any], reliable: bool, batch: int
 def reads_in_batches(backend: str) -> bool:
     """Whether the design's consumers can read several messages per request (``batch``)."""
     return "batch" in inspect.signature(client_factory(backend)).parameters
-
-
-def split_address(address: str) -> tuple[str, int]:
-    host, _, port = address.rpartition(":")
-    return host, int(port)

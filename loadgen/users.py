@@ -1,6 +1,7 @@
 """The lab's Locust users: producers that put messages carrying their id and put time, and
 consumers that get them (and, with reliable reads, ack — or release at a chosen rate).
-One pair for every design: each design's wire is its ``LoadClient`` (``loadgen.client``).
+One pair for every design: each design's wire is its ``LoadClient`` (``lab.design.load``),
+made by the design's ``load.py``.
 
 Every operation fires Locust's ``events.request`` once (Locust's statistics and CSVs see
 it, named ``put q0``, ``get q0``, ...) with the lab's row in its ``context``, which the
@@ -20,8 +21,8 @@ from typing import Any, Callable
 import gevent
 from locust import User, constant, task
 
+from lab.design.load import LoadClient, Refused, Targets
 from lab.design.message import decode, encode, message_id
-from loadgen.client import LoadClient, Refused, Targets
 from loadgen.recording import process_tag
 
 EMPTY_POLL = 0.001  # seconds a consumer waits after an empty get (the design's get may wait longer itself)

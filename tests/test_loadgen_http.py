@@ -1,5 +1,5 @@
-"""The HTTP designs' load clients (``loadgen/designs/queuefka.py``, ``cassieq.py``,
-``primer.py``) against their real servers (``lab serve …`` processes on free loopback
+"""The HTTP designs' load clients (``lab/backends/queuefka/load.py``, ``cassieq/load.py``,
+``primer/load.py``) against their real servers (``lab serve …`` processes on free loopback
 ports): each client's operations and refusals directly, then a short headless Locust load
 (a subprocess: locust's gevent must not patch the test process) whose recorded samples are
 checked — puts ok, only what was put delivered, acks ok, latencies in nanoseconds."""
@@ -15,10 +15,12 @@ from typing import Any, Iterator
 
 import pytest
 
-from lab.worlds.live.processes import ServerProcess
+from lab.backends.cassieq import load as cassieq
+from lab.backends.primer import load as primer
+from lab.backends.queuefka import load as queuefka
+from lab.design.load import Refused
 from lab.design.message import encode
-from loadgen.client import Refused
-from loadgen.designs import cassieq, primer, queuefka
+from lab.worlds.live.processes import ServerProcess
 from loadgen.recording import read_worker_samples
 
 ROOT = Path(__file__).resolve().parents[1]

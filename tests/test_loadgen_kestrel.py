@@ -1,4 +1,4 @@
-"""Kestrel's load client (``loadgen/designs/kestrel.py``) against a real ``lab serve kestrel``:
+"""Kestrel's load client (``lab/backends/kestrel/load.py``) against a real ``lab serve kestrel``:
 its refusals and reads directly, the monitor/confirm consumer (``batch > 1``) directly, then
 short headless Locust loads (a subprocess: locust's gevent must not patch the test process)
 whose recorded samples are checked; and ``lab bench loadgen``'s output."""
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from lab.backends.kestrel.load import KestrelBatchClient, KestrelLoadClient, make_client, read_monitor
+from lab.design.load import Refused
 from lab.worlds.live.processes import ServerProcess
-from loadgen.client import Refused
-from loadgen.designs.kestrel import KestrelBatchClient, KestrelLoadClient, make_client, read_monitor
 from loadgen.recording import read_worker_samples
 
 ROOT = Path(__file__).resolve().parents[1]

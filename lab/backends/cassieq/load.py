@@ -14,8 +14,7 @@ from urllib.parse import quote
 
 from lab.backends.cassieq.core.auth import sign_request
 from lab.backends.cassieq.driver import ACCOUNT
-from loadgen.client import Targets
-from loadgen.designs.http import Http
+from lab.design.load import Http, Targets
 
 PORTS = ("http", "admin")  # a server node's ports the client uses
 

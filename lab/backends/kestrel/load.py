@@ -41,7 +41,7 @@ from pymemcache.exceptions import (MemcacheClientError, MemcacheServerError, Mem
                                   MemcacheUnknownCommandError, MemcacheUnknownError)
 
 from lab.backends.kestrel.client import KestrelMemcacheClient
-from loadgen.client import LoadClient, Refused, Targets, split_address
+from lab.design.load import LoadClient, Refused, Targets, split_address
 
 NODE, PORT = "kestrel", "memcache"
 PORTS = (PORT,)  # a server node's ports the client uses

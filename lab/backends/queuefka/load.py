@@ -14,8 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 from lab.backends.queuefka.driver import GROUP, SERVER
-from loadgen.client import Refused, Targets
-from loadgen.designs.http import Http
+from lab.design.load import Http, Refused, Targets
 
 PORTS = ("http",)  # a server node's ports the client uses
 #: a log has no release: a record fetched and not committed comes back to the group only when

@@ -16,8 +16,7 @@ import json
 from typing import Any
 from urllib.parse import quote
 
-from loadgen.client import Targets
-from loadgen.designs.http import Http
+from lab.design.load import Http, Targets
 
 PORTS = ("http",)  # a server node's ports the client uses
 

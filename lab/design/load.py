@@ -1,0 +1,112 @@
+"""The design API's room for Locust (``lab load``): what a design's load client is, and the
+pieces the lab lends it. A design author imports ``from lab.design.load import ...``; the
+package ``lab.design`` does not import this module, so that a process that never runs Locust
+never loads gevent's client on the way.
+
+A design that can be put under load has a module ``load.py`` in its package
+(``lab/backends/<name>/load.py`` for the lab's own; ``<package>/load.py`` for a plug-in,
+found through the registry as ``design_module(name, "load")``). It defines
+
+    PORTS: tuple[str, ...]  # the named ports of a server node its client uses, the main one first
+    RELEASES: bool = True   # optional: False when a consumer cannot hand a message back (a log)
+    def make_client(targets: Targets, options: dict, reliable: bool, user: int[, batch: int]) -> LoadClient
+
+and optionally ``check(options, reliable, batch)``, a ValueError for a load its client cannot
+make (asked before Locust starts, where it would fail each user on its own). A design whose
+consumers can read several messages per request takes ``batch`` in ``make_client``, and is
+only given it when it is more than 1; the lab learns that from the signature.
+
+``targets`` maps each server node to its named ports' addresses (``{"n1": {"http":
+"127.0.0.1:41234"}}``); ``options`` are the design's checked options (``lab backends``);
+``user`` numbers the Locust user (a client may spread its users over the nodes). The client
+must be gevent-safe (Locust has monkey-patched the standard library by the time a user makes
+one). It raises ``Refused`` when the server definitely did not do the operation (a 4xx, a
+memcache ``CLIENT_ERROR``/``NOT_STORED``) and anything else when the outcome is unknown (a
+timeout, a cut connection, a 5xx), as the runner's clients do.
+
+``Http`` is the HTTP designs' shared piece: one keep-alive geventhttpclient connection and
+the lab's reading of a status.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
+
+if TYPE_CHECKING:
+    from geventhttpclient import HTTPClient
+
+__all__ = ["Http", "LoadClient", "Refused", "Targets", "split_address"]
+
+#: each server node's named ports and their ``host:port`` addresses
+Targets = Mapping[str, Mapping[str, str]]
+
+
+class Refused(Exception):
+    """The server definitely did not do it: the sample's outcome is ``fail``."""
+
+
+class LoadClient(Protocol):
+    """A gevent-safe blocking client of a design's real wire protocol, one per Locust user."""
+
+    def put(self, queue: str, body: bytes) -> None: ...
+
+    def get(self, queue: str) -> tuple[bytes, Any] | None:
+        """A message's body and what ``ack``/``release`` need (None when it was taken for
+        good, at most once); None when there is none now."""
+
+    def ack(self, queue: str, token: Any) -> None: ...
+
+    def release(self, queue: str, token: Any) -> None: ...
+
+    def close(self) -> None: ...
+
+    # optional: ``buffered(queue) -> int``, messages fetched and not yet handed out, which a
+    # consumer hands out before it stops (Queuefka's prefetch)
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """``"host:port"`` as ``(host, port)``."""
+    host, _, port = address.rpartition(":")
+    return host, int(port)
+
+
+class Http:
+    """One keep-alive HTTP connection (geventhttpclient, gevent-safe): a 2xx is done, a 4xx a
+    refusal (``Refused``), a 5xx or anything unexpected an unknown outcome, as the runner's
+    HTTP clients say. ``wait`` is how long the server may hold a request (a long poll), added
+    to the read timeout."""
+
+    def __init__(self, address: str, timeout: float, wait: float = 0.0):
+        self.address, self.timeout, self.wait = address, timeout, wait
+        self.client = self._connect()
+
+    def _connect(self) -> HTTPClient:
+        # imported here: only a Locust user makes one, and gevent stays out of other processes
+        from geventhttpclient import HTTPClient
+
+        host, port = split_address(self.address)
+        return HTTPClient(host, port, connection_timeout=self.timeout, network_timeout=self.timeout + self.wait,
+                          concurrency=1)
+
+    def call(self, method: str, path: str, body: bytes = b"", headers: Mapping[str, str] | None = None,
+             ok_statuses: tuple[int, ...] = ()) -> tuple[int, bytes]:
+        """``(status, body)`` of a 2xx (or of a status in ``ok_statuses``); else Refused or RuntimeError."""
+        try:
+            response = self.client.request(method, path, body=body, headers=dict(headers or {}))
+            data = response.read()
+        except BaseException as e:
+            if not isinstance(e, Exception):
+                # interrupted (Locust stopping the user): the one connection is mid-reply and
+                # never goes back to the pool, so a later request would wait for it forever
+                self.client.close()
+                self.client = self._connect()
+            raise
+        status = response.status_code
+        if 200 <= status < 300 or status in ok_statuses:
+            return status, data
+        if 400 <= status < 500:
+            raise Refused(f"{method} {path}: {status} {data[:200]!r}")
+        raise RuntimeError(f"{method} {path}: HTTP {status} {data[:200]!r}")
+
+    def close(self) -> None:
+        self.client.close()

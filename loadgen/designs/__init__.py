@@ -1,1 +1,0 @@
-"""One module per design: ``make_client(targets, options, reliable, user) -> LoadClient``."""

@@ -1,0 +1,83 @@
+"""A design's Locust client lives in its own folder (``load.py``) and is found through the
+registry (``loadgen.client``), against the design API's ``lab.design.load``; ``import
+lab.design`` stays free of gevent."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lab.design.load import Http, Refused, split_address
+from lab.design.registry import REGISTRY
+from loadgen import client
+
+ROOT = Path(__file__).resolve().parents[1]
+WITH_CLIENTS = ["cassieq", "kestrel", "primer", "queuefka"]
+
+
+def test_each_design_with_a_client_is_found_in_its_own_folder():
+    for name in WITH_CLIENTS:
+        factory = client.client_factory(name)
+        assert factory.__module__ == f"{REGISTRY[name].package}.load"
+        assert client.client_ports(name)
+    assert client.client_ports("cassieq") == ("http", "admin")
+    assert client.releases("queuefka") is False and client.releases("primer") is True
+    assert client.reads_in_batches("kestrel") and not client.reads_in_batches("cassieq")
+    assert client.Refused is Refused  # the load generator's name is the design API's
+
+
+def test_a_design_without_a_client_is_refused_naming_those_with_one():
+    with pytest.raises(ValueError) as error:
+        client.client_factory("ideal")
+    assert str(error.value) == f"no load generator for 'ideal' (there is one for: {', '.join(WITH_CLIENTS)})"
+
+
+def test_a_design_check_refuses_a_load_its_client_cannot_make():
+    with pytest.raises(ValueError, match="needs reliable"):
+        client.check_load("kestrel", {}, False, 4)
+    client.check_load("cassieq", {}, False, 4)  # no check: nothing to refuse
+
+
+def test_importing_the_design_api_loads_no_gevent():
+    probe = ("import sys, lab.design, lab.design.load, loadgen.client; "
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('gevent', 'geventhttpclient', 'locust')))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+    done = subprocess.run([sys.executable, "-c", "import sys, lab.design; print('lab.design.load' in sys.modules)"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "False"
+
+
+def test_http_reads_a_status_as_the_lab_does(monkeypatch):
+    class Reply:
+        def __init__(self, status: int):
+            self.status_code = status
+
+        def read(self) -> bytes:
+            return b"why"
+
+    class Fake:
+        def __init__(self, *args, **kwargs):
+            self.status, self.closed = 200, False
+
+        def request(self, method, path, body, headers):
+            return Reply(self.status)
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(Http, "_connect", lambda self: Fake())
+    http = Http("127.0.0.1:1", 1.0)
+    assert http.call("GET", "/") == (200, b"why")
+    http.client.status = 404
+    with pytest.raises(Refused, match="404"):
+        http.call("GET", "/q")
+    assert http.call("GET", "/q", ok_statuses=(404,)) == (404, b"why")
+    http.client.status = 503
+    with pytest.raises(RuntimeError, match="HTTP 503"):
+        http.call("GET", "/q")
+    assert split_address("::1:8080") == ("::1", 8080)
