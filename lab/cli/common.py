@@ -91,6 +91,9 @@ def _yaml_file(flag: str, path: Path) -> Any:
 def _design_modules(part: str):
     """(name, module) of every registered design that has a ``part`` module."""
     for name in REGISTRY:
-        module = design_module(name, part)
+        try:
+            module = design_module(name, part)
+        except UnknownBackend:
+            continue  # refused: `lab backends` says why, and so does a command that asks for it
         if module is not None:
             yield name, module

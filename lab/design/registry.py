@@ -144,7 +144,7 @@ def _discover() -> tuple[dict[str, Registration], list[Problem]]:
             problems.extend(Problem(name, c.where, f"refused: {name!r} is the lab's own design")
                             for c in candidates if c is not own[0])
         else:
-            others = " and ".join(c.where for c in candidates)
+            others = " and ".join(sorted(c.where for c in candidates))
             problems.extend(Problem(name, c.where, f"refused: the name is declared by {others}") for c in candidates)
     return entries, problems
 
@@ -205,6 +205,12 @@ def own() -> list[str]:
     return [name for name in REGISTRY if _canonical(REGISTRY[name].origin) == OWN_DISTRIBUTION]
 
 
+def design_packages() -> frozenset[str]:
+    """The packages of every design found (what the live world's frames may build classes
+    from, beside the lab's own)."""
+    return frozenset(entry.package for entry in REGISTRY.values())
+
+
 def problems() -> list[Problem]:
     """The designs refused, each with why: an import error, a name clash, a bad object."""
     return REGISTRY.problems() + list(_load_problems.values())
@@ -262,6 +268,11 @@ def colour(name: str) -> str:
 
 def design_module(name: str, part: str) -> ModuleType | None:
     """The design's ``serve``, ``tools``, ``bench``, ``load`` or ``mutants`` module, or None if
-    it has none."""
-    module = f"{registration(name).package}.{part}"
-    return importlib.import_module(module) if importlib.util.find_spec(module) is not None else None
+    it has none; UnknownBackend, naming why, for a design that cannot be used."""
+    entry = registration(name)
+    module = f"{entry.package}.{part}"
+    try:
+        return importlib.import_module(module) if importlib.util.find_spec(module) is not None else None
+    except Exception as e:
+        _load_problems[name] = Problem(name, entry.where, f"refused: cannot be imported: {type(e).__name__}: {e}")
+        raise _refused(name) from e

@@ -32,6 +32,7 @@ from typing import Any
 from lab.worlds.live.slowdown import StretchedConnection, stretch
 from lab.worlds.live.host import Host
 from lab.worlds.live.streams import Listener, LiveConnection, serve_connections
+from lab.design.registry import design_packages
 from lab.design.runtime import Accept, CallTimeout, Handler, RemoteError, Unreachable
 
 
@@ -51,16 +52,23 @@ class BadFrame(ValueError):
 SAFE_BUILTINS = frozenset({"set", "frozenset", "bytearray", "complex", "slice", "range"})
 
 
+def _trusted(module: str) -> bool:
+    """The lab's own modules, and those of an installed design's package (a plug-in's
+    requests are its own dataclasses)."""
+    return module.startswith("lab.") or any(module == p or module.startswith(p + ".") for p in design_packages())
+
+
 def allowed_class(module: str, name: str) -> type | None:
     """The class ``module.name`` if a frame may build it, else None: builtin exceptions,
-    ``SAFE_BUILTINS``, and dataclasses or exceptions of the lab's own modules. Anything
-    else (a function, ``builtins.eval``, another package's class) could run code."""
+    ``SAFE_BUILTINS``, and dataclasses or exceptions of the lab's own modules or an installed
+    design's. Anything else (a function, ``builtins.eval``, another package's class) could
+    run code."""
     if module == "builtins":
         builtin = getattr(builtins, name, None)
         if name in SAFE_BUILTINS or (isinstance(builtin, type) and issubclass(builtin, BaseException)):
             return builtin
         return None
-    if not module.startswith("lab."):
+    if not _trusted(module):
         return None
     try:
         found: Any = importlib.import_module(module)
@@ -68,7 +76,7 @@ def allowed_class(module: str, name: str) -> type | None:
             found = getattr(found, part)
     except (ImportError, AttributeError):
         return None
-    if not (isinstance(found, type) and found.__module__.startswith("lab.")):
+    if not (isinstance(found, type) and _trusted(found.__module__)):
         return None
     return found if dataclasses.is_dataclass(found) or issubclass(found, BaseException) else None
 
