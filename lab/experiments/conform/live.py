@@ -194,6 +194,8 @@ def server(target: Target) -> list[Line]:
         return [Line(STARTS, SKIP, f"{target.name} does not run in the live world")]
     from lab.worlds.live.world import LiveWorld
 
-    world = LiveWorld(7, root=target.out("server"))
+    root = target.out("server")
+    root.mkdir()  # the world's root exists before a server starts (a design writes its config there)
+    world = LiveWorld(7, root=root)
     world.logs_to = target.out("server-logs")
     return world.run(lambda control: _checks(target, world))
