@@ -32,10 +32,7 @@ def _has_client(name: str) -> bool:
 
 
 def _design(backend: str) -> ModuleType:
-    try:
-        module = design_module(backend, PART)
-    except KeyError:  # no such design (the registry's own refusal, a ValueError, says more)
-        module = None
+    module = design_module(backend, PART)  # UnknownBackend (a ValueError) for a design not installed
     if module is None:
         have = [name for name in sorted(REGISTRY) if _has_client(name)]
         raise ValueError(f"no load generator for {backend!r} (there is one for: {', '.join(have)})")
