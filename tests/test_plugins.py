@@ -119,3 +119,10 @@ def test_a_subprocess_finds_a_design_installed_on_its_path(tmp_path):
         out = subprocess.run([sys.executable, "-m", "lab.cli", "backends"], env=env, capture_output=True, text=True,
                              timeout=120)
     assert out.returncode == 0 and "from: outside-queue 1.2" in out.stdout
+
+
+def test_an_install_that_declares_no_design_says_to_reinstall(monkeypatch):
+    """A venv installed before designs were entry points finds none: the error says the cure."""
+    monkeypatch.setattr(REGISTRY, "_entries", {})
+    with pytest.raises(UnknownBackend, match="no design is installed.*reinstall queue-lab"):
+        backend_class("kestrel")

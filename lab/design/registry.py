@@ -220,6 +220,9 @@ def _refused(name: str) -> UnknownBackend:
     for problem in problems():
         if problem.name == name:
             return UnknownBackend(f"design {problem.line()}")
+    if not REGISTRY:  # not even the lab's own: an install from before designs were entry points
+        return UnknownBackend(f"unknown backend {name!r}: no design is installed, not even the lab's own "
+                              f"(reinstall queue-lab: `pip install -e .`, or `make` does it)")
     usable = ", ".join(sorted(REGISTRY))
     return UnknownBackend(f"unknown backend {name!r} (registered: {usable}; `lab backends` lists them)")
 
