@@ -8,10 +8,12 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
 from lab.experiments.conform import FAIL, PASS, SKIP, assert_conforms, conform
+from lab.experiments.conform.report import Report
 from lab.experiments.planting import plant
 
 from tests.plugins import installed, write_distribution
@@ -117,6 +119,109 @@ MUTANTS = [Mutant("toyq-harmless", "toyq", "no loss", "changes nothing",
     line = report.line("mutants: toyq-harmless caught")
     assert line.status == FAIL and "NOT CAUGHT" in line.reason
     assert report.line("mutants: no false alarm").status == PASS
+
+
+# -- the live server checks, on scaffolds with one fault planted ---------------------------------
+# Each fixture is the package `lab new design` writes, with one file changed; `lab serve NAME` runs
+# in a child process, which sees the plug-in through PYTHONPATH (the live world passes its own
+# environment on to the servers it starts).
+
+REFUSAL_HOOK = """
+
+class _Planted(HttpServerConnection):
+    \"\"\"The planted fault: what the connection does on bytes that are not HTTP.\"\"\"
+
+    def __init__(self, queues: Queues, **kwargs):
+        super().__init__(**kwargs)
+        self.queues = queues
+
+    def next_request(self):
+        request = super().next_request()
+        if type(request).__name__ == "_Refusal":
+{fault}
+        return request
+"""
+ACCEPT = "    return lambda: HttpServerConnection(router, max_body=MAX_BODY, header_timeout=header_timeout)\n"
+PLANTED_ACCEPT = ("    return lambda: _Planted(queues, router=router, max_body=MAX_BODY, "
+                  "header_timeout=header_timeout)\n")
+
+
+def _scaffold(tmp_path: Path, name: str, plant_in: str, change: Callable[[str], str]) -> Path:
+    """`lab new design NAME` into ``tmp_path``, ``change`` applied to its file ``plant_in``
+    (relative to the package); the folder to install (it holds the package)."""
+    from lab.cli.new import class_name, write_design
+
+    folder = write_design(name, tmp_path)
+    path = folder / name / plant_in
+    text = path.read_text()
+    planted = change(text)
+    assert planted != text, f"the scaffold's {plant_in} no longer has what the fault is planted in"
+    return write_distribution(folder, name, "0.1", {name: f"{name}.driver:{class_name(name)}Backend"},
+                              {f"{name}/{plant_in}": planted})
+
+
+def _wire_fault(fault: str) -> Callable[[str], str]:
+    """Plant ``fault`` (indented code, ``self.queues`` in reach) where the wire refuses bad bytes."""
+    def change(text: str) -> str:
+        assert ACCEPT in text
+        return text.replace(ACCEPT, PLANTED_ACCEPT) + REFUSAL_HOOK.format(fault=textwrap.indent(fault, " " * 12))
+    return change
+
+
+def _servers_left(name: str) -> list[str]:
+    """The command lines of every `lab serve NAME` process still on the machine."""
+    left = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"serve" in argv and name.encode() in argv:
+            left.append(f"{proc.name}: {b' '.join(argv).decode(errors='replace')}")
+    return left
+
+
+def _server_checks(root: Path, name: str, monkeypatch) -> Report:
+    with installed(root) as env:
+        monkeypatch.setenv("PYTHONPATH", env["PYTHONPATH"])  # for the `lab serve NAME` children
+        try:
+            return conform(name, only=["server"], **QUIET)
+        finally:
+            assert not _servers_left(name), _servers_left(name)
+
+
+def test_a_server_that_exits_on_malformed_bytes_fails_the_burst_line(tmp_path, monkeypatch):
+    root = _scaffold(tmp_path, "toy_exits", "wire/http.py", _wire_fault("import os\nos._exit(3)"))
+    report = _server_checks(root, "toy_exits", monkeypatch)
+    assert report.line("live server: starts").status == PASS
+    burst = report.line("live server: survives malformed bytes")
+    assert burst.status == FAIL and "died after malformed bytes" in burst.reason and "exit 3" in burst.reason
+    # restarted for them, it stops on each signal: only the burst's line fails
+    assert [line.status for line in report.lines if line.check.startswith("live server: stops")] == [PASS, PASS]
+    assert report.exit_code == 1
+
+
+def test_a_server_that_forgets_acknowledged_messages_after_malformed_bytes_fails_the_burst_line(
+        tmp_path, monkeypatch):
+    root = _scaffold(tmp_path, "toy_forgets", "wire/http.py", _wire_fault("self.queues.queues.clear()"))
+    report = _server_checks(root, "toy_forgets", monkeypatch)
+    burst = report.line("live server: survives malformed bytes")
+    assert burst.status == FAIL and "alive, but 40 of 40 acknowledged messages are gone" in burst.reason
+    assert report.exit_code == 1
+
+
+def test_a_server_deaf_to_sigterm_and_sigint_fails_both_lines_and_is_killed(tmp_path, monkeypatch):
+    handler = "on_signals(asyncio.get_running_loop(), stop.set)"
+    deaf = "[asyncio.get_running_loop().add_signal_handler(s, lambda: None) for s in (2, 15)]  # planted: deaf"
+    root = _scaffold(tmp_path, "toy_deaf", "serve.py", lambda text: text.replace(handler, deaf))
+    report = _server_checks(root, "toy_deaf", monkeypatch)  # no `lab serve toy_deaf` left: asserted there
+    assert report.line("live server: survives malformed bytes").status == PASS
+    for check in ("live server: stops on SIGTERM", "live server: stops on SIGINT"):
+        line = report.line(check)
+        assert line.status == FAIL and "not stopped within 5 s (killed)" in line.reason
+    assert report.exit_code == 1
 
 
 def test_an_unknown_check_is_a_usage_error():
