@@ -4,10 +4,8 @@ temporary environment layered on the project's, is a design like the lab's own: 
 `lab backends`, VALID in `lab run` in both worlds, no invalid verdict in `lab matrix` and
 `lab swarm`, and put under load by `lab load`.
 
-The install: pip cannot build the editable wheel in the layered environment (its setuptools
-needs ``wheel``, which neither environment holds), so the test writes what an editable install
-leaves — a ``.pth`` naming the package's folder and the ``.dist-info`` with the entry points
-read from the generated ``pyproject.toml`` — as ``tests/plugins.py`` does.
+The install is pip's own (``pip install -e``, building in isolation as a user's would), into a
+virtual environment whose ``.pth`` adds the project's site-packages.
 """
 
 from __future__ import annotations
@@ -90,22 +88,18 @@ def test_the_generated_core_and_wire_are_pure(tmp_path):
 
 def _layered_venv(tmp_path: Path, package: Path) -> Path:
     """A virtual environment over the project's (its packages and queue-lab's editable install
-    seen through a .pth), with ``package`` installed as an editable install leaves it; its python."""
+    seen through a .pth), with ``package`` installed into it by pip; its python."""
     base = Path(subprocess.run([sys.executable, "-c", "import sys; print(sys.base_prefix)"], capture_output=True,
                                text=True, check=True).stdout.strip())
     venv = tmp_path / "venv"
-    subprocess.run([str(base / "bin" / "python3"), "-m", "venv", "--without-pip", str(venv)], check=True)
+    subprocess.run([str(base / "bin" / "python3"), "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
     site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                capture_output=True, text=True, check=True).stdout.strip())
     (site / "_queue_lab_layer.pth").write_text(f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
-    project = tomllib.loads((package / "pyproject.toml").read_text())["project"]
-    (site / f"{project['name']}.pth").write_text(f"{package}\n")
-    info = site / f"{project['name']}-{project['version']}.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n")
-    points = "".join(f"{k} = {v}\n" for k, v in project["entry-points"][GROUP].items())
-    (info / "entry_points.txt").write_text(f"[{GROUP}]\n{points}")
+    # --no-deps: queue-lab and its dependencies are the project's, seen through the .pth
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "-e", str(package)], check=True,
+                   timeout=600)
     return python
 
 
