@@ -15,8 +15,6 @@ import json
 import os
 import py_compile
 import subprocess
-import sys
-import sysconfig
 import tomllib
 from pathlib import Path
 
@@ -26,6 +24,7 @@ from lab.cli import main
 from lab.cli.new import class_name, files
 from lab.design.registry import GROUP
 from lab.experiments.conform.static import purity
+from tests.layered_venv import layered_venv
 
 NAME = "toyq"
 
@@ -86,21 +85,14 @@ def test_the_generated_core_and_wire_are_pure(tmp_path):
 
 # -- installed from outside the repository --------------------------------------------------
 
-def _layered_venv(tmp_path: Path, package: Path) -> Path:
-    """A virtual environment over the project's (its packages and queue-lab's editable install
-    seen through a .pth), with ``package`` installed into it by pip; its python."""
-    base = Path(subprocess.run([sys.executable, "-c", "import sys; print(sys.base_prefix)"], capture_output=True,
-                               text=True, check=True).stdout.strip())
-    venv = tmp_path / "venv"
-    subprocess.run([str(base / "bin" / "python3"), "-m", "venv", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
-    (site / "_queue_lab_layer.pth").write_text(f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
-    # --no-deps: queue-lab and its dependencies are the project's, seen through the .pth
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "-e", str(package)], check=True,
+def _installed(tmp_path: Path, package: Path) -> Path:
+    """A virtual environment layered on the project's, with ``package`` installed into it by
+    pip (editable, built in isolation, as a user installs it); its python."""
+    bin_dir = layered_venv(tmp_path / "venv")
+    # --no-deps: queue-lab and its dependencies are the project's, seen through the layer
+    subprocess.run([str(bin_dir / "pip"), "install", "--quiet", "--no-deps", "-e", str(package)], check=True,
                    timeout=600)
-    return python
+    return bin_dir / "python"
 
 
 def _lab(python: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -113,7 +105,7 @@ def _lab(python: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 def test_a_scaffolded_design_installed_outside_the_repository_runs_in_every_command(tmp_path):
-    python = _layered_venv(tmp_path, _write(tmp_path))
+    python = _installed(tmp_path, _write(tmp_path))
     cwd = tmp_path  # not the repository: nothing found by being beside it
 
     out = _lab(python, "backends", cwd=cwd)
