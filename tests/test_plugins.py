@@ -13,6 +13,7 @@ import pytest
 from lab.cli import main
 from lab.design import registry
 from lab.design.registry import REGISTRY, UnknownBackend, backend_class, colour
+from lab.experiments.planting import catalogue
 import json
 from tests.plugins import installed, write_distribution
 
@@ -79,6 +80,9 @@ def test_a_plugin_that_fails_to_import_is_one_line_and_breaks_nothing_else(tmp_p
         err = capsys.readouterr().err
         assert "broken (broken-queue 0.3): refused: cannot be imported" in err
         assert not (tmp_path / "runs").exists()  # a refused request writes nothing
+        # what runs every design when not told which leaves it out, and goes on
+        assert registry.usable() == registry.own() and "broken" in REGISTRY
+        assert len(catalogue()) >= 17  # every design's planted bugs, the broken one's none
 
 
 def test_a_name_clash_refuses_the_newcomers_and_keeps_the_lab_own(tmp_path, capsys):

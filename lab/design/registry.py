@@ -205,6 +205,20 @@ def own() -> list[str]:
     return [name for name in REGISTRY if _canonical(REGISTRY[name].origin) == OWN_DISTRIBUTION]
 
 
+def usable() -> list[str]:
+    """Every design that can be used, in the order they are listed: what a command runs when
+    it is not told which (a design that fails to import is left out, and named by
+    ``problems()``, rather than stopping the others)."""
+    names = []
+    for name in REGISTRY:
+        try:
+            backend_class(name)
+        except UnknownBackend:
+            continue
+        names.append(name)
+    return names
+
+
 def design_packages() -> frozenset[str]:
     """The packages of every design found (what the live world's frames may build classes
     from, beside the lab's own)."""

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from lab.worlds import interrupt
-from lab.design.registry import REGISTRY, backend_class
+from lab.design.registry import backend_class, usable
 from lab.history.paths import runs_dir
 from lab.history.record import MEASURED_PHASES, LogHistogram
 from lab.experiments.runner import fault_refusal, run
@@ -79,7 +79,7 @@ def compare(
     progress: bool = True,
     echo: Callable[[str], None] = print,
 ) -> Comparison:
-    backends, worlds = list(backends or sorted(REGISTRY)), list(worlds)
+    backends, worlds = list(backends or sorted(usable())), list(worlds)
     for name in backends:
         backend_class(name)  # an unknown name fails before any run starts
     workloads = workloads if workloads is not None else standard_workloads()

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from lab.worlds import interrupt
-from lab.design.registry import REGISTRY, backend_class
+from lab.design.registry import backend_class, usable
 from lab.history.paths import runs_dir
 from lab.judge.summary import format_ns
 from lab.judge.verdict import ALLOWED, INVALID, VALID
@@ -144,7 +144,7 @@ def run_matrix(backends: Iterable[str] | None = None, scenarios: Iterable[str] |
                out: str | Path | None = None, progress: bool = True,
                echo: Callable[[str], None] = print) -> Matrix:
     """Run every cell over ``seeds`` seeds (1..seeds) and write the matrix."""
-    backends = list(backends or sorted(REGISTRY))
+    backends = list(backends or sorted(usable()))
     if seeds < 1:
         raise WorkloadError(f"--seeds {seeds}: use 1 or more")
     sets = option_sets(backends, overrides)

@@ -27,7 +27,7 @@ import sys
 from typing import Any, Iterable, Iterator, Mapping
 
 from lab.design.mutants import Mutant
-from lab.design.registry import REGISTRY, design_module
+from lab.design.registry import REGISTRY, design_module, usable
 
 ENV = "QUEUE_LAB_MUTANT"  # the test hook: a server process plants this mutant at start-up
 _MISSING = object()
@@ -41,10 +41,10 @@ class UnknownMutant(ValueError):
 
 
 def catalogue(designs: Iterable[str] | None = None) -> dict[str, Mutant]:
-    """Every mutant of ``designs`` (default: every registered design), by name, in the
+    """Every mutant of ``designs`` (default: every usable design), by name, in the
     registry's order; a design with no ``mutants`` module has none."""
     mutants: dict[str, Mutant] = {}
-    for design in designs if designs is not None else REGISTRY:
+    for design in designs if designs is not None else usable():
         module = design_module(design, "mutants")
         if module is None:
             continue
