@@ -120,6 +120,12 @@ def test_a_scaffolded_design_installed_outside_the_repository_runs_in_every_comm
         assert out.returncode == 0 and "checker: VALID" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
         assert verdict["verdict"] == "valid" and verdict["lost"] == 0 and verdict["enqueued"] > 1000
 
+    # from the folder that holds the project (`python -m` puts it on the path, where the project
+    # folder looks like a namespace package of the design's name): the walk finds the real one
+    out = _lab(python, "conform", NAME, "--quick", cwd=cwd)
+    assert out.returncode == 0 and f"lab conform {NAME} --quick: conforms" in out.stdout, out.stdout[-3000:]
+    assert "FAIL" not in out.stdout
+
     out = _lab(python, "matrix", "--backends", NAME, "--seeds", "2", "--out", str(tmp_path / "matrix"),
                "--no-progress", cwd=cwd)
     rows = list(csv.DictReader((tmp_path / "matrix" / "matrix.csv").open()))

@@ -6,6 +6,7 @@ raises is a FAIL naming the exception (the suite goes on); Ctrl-C and SIGTERM st
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -25,10 +26,13 @@ class Check:
 
 
 def _purity(target: Target) -> list[Line]:
-    from lab.design.registry import registration
+    from lab.design.registry import backend_class, registration
 
     check = "static: core/ and wire/ reach no clock, random, disk or network but through the Runtime"
-    files, chains = static.purity(registration(target.name).package)
+    # the folder of the module the Backend came from, not a search by name: run from the folder
+    # that holds the project, `python -m` would find the project folder as a namespace package
+    backend = sys.modules[backend_class(target.name).__module__]
+    files, chains = static.purity(registration(target.name).package, Path(backend.__file__).parent)
     if not files:
         return [Line(check, FAIL, "the design has no core/ (or core.py) to hold to the rule")]
     if chains:
