@@ -128,5 +128,17 @@ def test_a_subprocess_finds_a_design_installed_on_its_path(tmp_path):
 def test_an_install_that_declares_no_design_says_to_reinstall(monkeypatch):
     """A venv installed before designs were entry points finds none: the error says the cure."""
     monkeypatch.setattr(REGISTRY, "_entries", {})
+    monkeypatch.setattr(REGISTRY, "_problems", [])
     with pytest.raises(UnknownBackend, match="no design is installed.*reinstall queue-lab"):
         backend_class("kestrel")
+
+
+def test_an_entry_point_may_be_a_registration_with_its_own_colour(tmp_path):
+    site = outside_design(tmp_path / "site", "regd", "regd-queue", "0.5")
+    (site / "regd" / "design.py").write_text(
+        'from lab.design import Registration\n'
+        'DESIGN = Registration("regd", "regd.driver:IdealBackend", colour="#123456")\n')
+    write_distribution(site, "regd-queue", "0.5", {"regd": "regd.design:DESIGN"}, {})
+    with installed(site):
+        assert backend_class("regd").name == "regd" and backend_class("regd").__module__ == "regd.driver"
+        assert colour("regd") == "#123456" and REGISTRY["regd"].where == "regd-queue 0.5"

@@ -15,7 +15,9 @@ written against these names and nothing else of the lab:
 - the sans-IO HTTP/1.1 wire (``Router``, ``Request``, ``Response``, ``HttpServerConnection``,
   ``encode_request``, ``ResponseReader``, ...), service-time models (``ServiceModel``) and
   message bodies (``decode``);
-- planted bugs for ``lab mutants`` (``Mutant``, ``Patch``).
+- planted bugs for ``lab mutants`` (``Mutant``, ``Patch``);
+- ``Registration``, for a plug-in whose entry point declares more than its Backend class
+  (its package, its colour).
 
 A core imports the port alone, ``lab.design.runtime``, so that nothing but the port is run on
 its way (``tests/test_core_purity.py``). What a server entry, an embedded mode or a
@@ -33,6 +35,7 @@ from lab.design.http_server import HttpServerConnection, encode_response
 from lab.design.message import decode, encode, message_id, split_id
 from lab.design.mutants import Mutant, Patch
 from lab.design.options import TIMEOUT, BadOption, Option, choice, number, whole
+from lab.design.registry import Registration
 from lab.design.promises import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CLOSED, CUT, DISK_LOSS, EXACTLY_ONCE, FIFO,
                                  FIFO_PER_CONSUMER, FSYNC_MARGIN_S, GRACE_S, HOLDERS, IN_FORCE, NO_ORDER, Allowance,
                                  Promises)
@@ -60,4 +63,6 @@ __all__ = [
     "decode", "encode", "message_id", "split_id",
     # planted bugs
     "Mutant", "Patch",
+    # a plug-in's entry point, when it declares more than its Backend class
+    "Registration",
 ]

@@ -92,7 +92,7 @@ class Registration:
         """Where the design comes from, for `lab backends`: ``queue-lab 0.1.0 (built in)``."""
         if not self.origin:
             return f"{self.package} (registered by hand)"
-        own = " (built in)" if self.origin == OWN_DISTRIBUTION else ""
+        own = " (built in)" if _canonical(self.origin) == OWN_DISTRIBUTION else ""
         return f"{self.origin} {self.version}{own}".replace("  ", " ")
 
 
@@ -154,8 +154,9 @@ _load_problems: dict[str, "Problem"] = {}
 
 
 class Designs(MutableMapping[str, Registration]):
-    """Name → Registration of every usable design, discovered on first use (``refresh()``
-    looks again, after an install). Writable, so a test can register a design by hand."""
+    """Name → Registration of every design found (a name clash left out), discovered on first
+    use (``refresh()`` looks again, after an install); one that fails to import is refused
+    when first loaded. Writable, so a test can register a design by hand."""
 
     def __init__(self) -> None:
         self._entries: dict[str, Registration] | None = None
@@ -168,7 +169,7 @@ class Designs(MutableMapping[str, Registration]):
 
     def refresh(self) -> None:
         importlib.invalidate_caches()
-        self._entries = None
+        self._entries, self._problems = None, []
         _load_problems.clear()
 
     def problems(self) -> list[Problem]:
