@@ -67,7 +67,11 @@ class PowerLossOperations(mfusepy.Operations):
         if truncate:
             # O_TRUNC cuts the file's bytes: undoable like any truncate. Done through a
             # descriptor of our own since the caller's may be read-only (O_RDONLY|O_TRUNC).
-            self._truncate_path(path, 0, synced=bool(flags & _SYNC_FLAGS))
+            try:
+                self._truncate_path(path, 0, synced=bool(flags & _SYNC_FLAGS))
+            except OSError:
+                self.release(path, fd)
+                raise
         return fd
 
     def open(self, path: str, flags: int) -> int:

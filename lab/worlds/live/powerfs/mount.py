@@ -99,6 +99,8 @@ class PowerFs:
             raise RuntimeError(f"power-loss file system unavailable: {reason}")
         if self.proc is not None:
             raise RuntimeError(f"PowerFs at {self.mountpoint} is already started")
+        if mounted(self.mountpoint):
+            lazy_unmount(self.mountpoint)  # a dead mount left by a child killed with its parent
         self.backing.mkdir(parents=True, exist_ok=True)
         self.mountpoint.mkdir(parents=True, exist_ok=True)
         self._home = tempfile.mkdtemp(prefix="powerfs-")
