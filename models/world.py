@@ -70,7 +70,7 @@ class SimWorld:
 
     kind = "sim"
     #: the fault kinds this world applies (lab.workloads.faults): all of them
-    fault_kinds = ("pause", "crash", "partition", "link-delay", "loss", "disk-delay", "gc", "late-writes",
+    fault_kinds = ("pause", "crash", "kill", "partition", "link-delay", "loss", "disk-delay", "gc", "late-writes",
                    "disk-loss")
 
     def __init__(self, seed: int = 0, config: SimConfig | None = None):
@@ -172,6 +172,20 @@ class SimWorld:
         node.runtime.kill()
         node.disk.crash(tear)
         if node.paused:  # a crash ends every pause: the next incarnation starts running
+            node.pauses = 0
+            node.paused = False
+            node.resumed.succeed()
+
+    def kill(self, name: str) -> None:
+        """Kill -9 ``name`` and keep its machine up: its memory is gone, and what it wrote
+        and did not fsync survives (the page cache), so the next incarnation reads it."""
+        node = self.nodes[name]
+        node.crashes += 1
+        if not node.up:
+            return
+        node.up = False
+        node.runtime.kill()
+        if node.paused:
             node.pauses = 0
             node.paused = False
             node.resumed.succeed()

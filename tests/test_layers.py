@@ -24,6 +24,7 @@ LAYERS: dict[str, int] = {
     "models": 2,  # ... the sim world among them
     "lab.design.worlds": 3,  # the design API's room above the worlds (server entries, embedded modes)
     "lab.backends": 4,  # the designs
+    "lab.peers": 4,  # the real brokers, driven as designs are
     "lab.history": 5,  # what a run records
     "lab.workloads": 6,  # what a run asks for: workloads, faults, the nemesis
     "lab.judge": 7,  # judging a history
@@ -141,7 +142,7 @@ def past_the_api(found: list[Arrow]) -> list[str]:
     bad = []
     for arrow in found:
         parts = arrow.source.split(".")
-        if parts[:2] != ["lab", "backends"] or len(parts) < 3 or layer(arrow.source) != LAYERS["lab.backends"]:
+        if parts[:2] not in (["lab", "backends"], ["lab", "peers"]) or len(parts) < 3 or layer(arrow.source) != 4:
             continue
         own = ".".join(parts[:3])
         target = arrow.target

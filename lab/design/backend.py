@@ -22,7 +22,7 @@ import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from lab.design.options import TIMEOUT, Option, check
 from lab.design.promises import Promises, total_queue
@@ -157,6 +157,11 @@ class Backend(ABC):
     async def start(self) -> None:
         for node in self.server_nodes:
             await self.world.start_server(node, self)
+
+    async def prepare(self, queues: Sequence[str]) -> None:
+        """Create what the run's ``queues`` need before the load begins (OpenMessaging
+        Benchmark's "create the topics"); a design whose queues appear on first use needs
+        nothing here."""
 
     @abstractmethod
     def client(self, rt: Runtime, reliable: bool) -> QueueClient:

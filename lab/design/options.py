@@ -67,8 +67,14 @@ def whole(minimum: int) -> Callable[[Any], int]:
     return parse
 
 
+#: the words a YAML reader turns into booleans (``--option confirms=off`` reads False)
+_SWITCH_WORDS = {True: ("on", "yes", "true"), False: ("off", "no", "false")}
+
+
 def choice(*values: str) -> Callable[[Any], str]:
     def parse(value: Any) -> str:
+        if isinstance(value, bool):  # the word the user wrote, where it is one of the choices
+            value = next((word for word in _SWITCH_WORDS[value] if word in values), value)
         if value not in values:
             raise ValueError("not one of the choices")
         return value

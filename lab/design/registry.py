@@ -36,7 +36,7 @@ OWN_DISTRIBUTION = "queue-lab"
 CONTROL = "ideal"
 #: the order the lab's own designs are listed in (the order their specs came); plug-ins
 #: follow, by name
-ORDER = (CONTROL, "kestrel", "queuefka", "cassieq", "primer")
+ORDER = (CONTROL, "kestrel", "queuefka", "cassieq", "primer", "redis", "rabbitmq", "nats", "beanstalkd")
 #: colours for a design that declares none, after the ones the lab's own designs take
 SPARE_COLOURS = ("#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
 # a name every command line, file name and chart legend can carry as it is
@@ -202,21 +202,38 @@ def refresh() -> None:
 
 
 def own() -> list[str]:
-    """The lab's own designs (the regression gate's), in the order they are listed."""
-    return [name for name in REGISTRY if _canonical(REGISTRY[name].origin) == OWN_DISTRIBUTION]
+    """The lab's own designs (the regression gate's), in the order they are listed; not the
+    real brokers it also ships (``peers``)."""
+    return [name for name in REGISTRY if _canonical(REGISTRY[name].origin) == OWN_DISTRIBUTION and not is_peer(name)]
 
 
-def usable() -> list[str]:
+def is_peer(name: str) -> bool:
+    """Is ``name`` a real broker (``lab.design.peer.Peer``: its own binary, the live world
+    only) rather than a design? False for one that cannot be loaded."""
+    try:
+        return hasattr(backend_class(name), "launch")
+    except UnknownBackend:
+        return False
+
+
+def peers() -> list[str]:
+    """The real brokers installed, in the order they are listed."""
+    return [name for name in REGISTRY if is_peer(name)]
+
+
+def usable(with_peers: bool = False) -> list[str]:
     """Every design that can be used, in the order they are listed: what a command runs when
     it is not told which (a design that fails to import is left out, and named by
-    ``problems()``, rather than stopping the others)."""
+    ``problems()``, rather than stopping the others). The real brokers only ``with_peers``:
+    they need their servers installed, and run in one world."""
     names = []
     for name in REGISTRY:
         try:
             backend_class(name)
         except UnknownBackend:
             continue
-        names.append(name)
+        if with_peers or not is_peer(name):
+            names.append(name)
     return names
 
 

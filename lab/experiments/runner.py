@@ -86,7 +86,15 @@ def fault_refusal(workload: Workload, world: str, backend: str | None = None) ->
     cls = world_class(world)
     found = supports(getattr(cls, "fault_kinds", ()), workload.faults)
     if found is None:
-        if world == "live" and backend is not None and workload.faults and design_module(backend, "serve") is None:
+        peer = backend is not None and hasattr(backend_class(backend), "launch")  # a real broker (lab.design.peer)
+        if peer and any(fault.kind == "crash" for fault in workload.faults):
+            from lab.worlds.live.powerfs import unavailable
+
+            if (why := unavailable()) is not None:
+                return (f"a crash of {backend} loses what it did not fsync only on the power-loss file system, and "
+                        f"it cannot mount here: {why} (a kill fault keeps the page cache and needs none)")
+        if (world == "live" and backend is not None and workload.faults and not peer
+                and design_module(backend, "serve") is None):
             return (f"the live world applies faults to server processes, and {backend} has none "
                     f"(it runs in the runner's process)")
         refuse = getattr(cls, "refusal", lambda fault: None)  # what else the world cannot do
@@ -162,12 +170,13 @@ async def _main(control: Runtime, world: World, backend: Backend, workload: Work
                 recorder: Recorder, progress: bool | TextIO, warnings: list[str],
                 phase_bounds: list[int | None]) -> float:
     await backend.start()
+    queues = [f"q{i}" for i in range(workload.queues)]
+    await backend.prepare(queues)
     t0 = control.now_ns()
     state = _State(t0, round(workload.warmup * 1e9))
     state.recovery_ns = round(backend.recovery_s * 1e9)
     state.faulted = bool(workload.faults)
     reliable = workload.reliable
-    queues = [f"q{i}" for i in range(workload.queues)]
 
     producer_nodes = [f"p{i}" for i in range(workload.producers)]
     consumer_nodes = [f"c{i}" for i in range(workload.consumers)]

@@ -44,6 +44,19 @@ class Crash(Fault):
 
 
 @dataclass(frozen=True)
+class Kill(Fault):
+    """The targets' server processes die (kill -9) and their machines stay up: what they
+    wrote and did not fsync survives in the page cache."""
+
+    kind: ClassVar[str] = "kill"
+
+    def start(self, world: FaultWorld, placement: Placement, rt: Runtime) -> Heal:
+        for node in placement.nodes:
+            world.kill(node)
+        return lambda: [world.restart(node) for node in placement.nodes if not world.is_up(node)]
+
+
+@dataclass(frozen=True)
 class Partition(Fault):
     kind: ClassVar[str] = "partition"
     FIELDS: ClassVar[tuple[str, ...]] = ("shape", "mode", "flap")

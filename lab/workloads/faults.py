@@ -4,7 +4,7 @@ it hits from the run's seed, and breaks a world in a way its heal undoes.
 
 A workload's ``faults`` is a list of entries. Every entry has
 
-    fault: partition        # the kind: pause, crash, partition, link-delay, loss, disk-delay,
+    fault: partition        # the kind: pause, crash, kill, partition, link-delay, loss, disk-delay,
                             # gc, late-writes, disk-loss
     at: 1.0                 # seconds from the start of the run; or a range, at: [1.9, 2.1]:
                             # each run draws its time uniformly from it, from its seed and
@@ -20,6 +20,8 @@ and the fields of its kind (a field another kind uses is refused, by name):
                  messages to them wait
     crash        the targets' machines crash (kill -9, and what was not fsynced is lost); they restart on the same disk when it heals
       tear: false           a random prefix of each file's unsynced tail survives
+    kill         the targets' processes die (kill -9) and their machines stay up: what was
+                 written and not fsynced survives in the page cache; they restart when it heals
     disk-loss    the targets' machines crash (as crash) and their disks are destroyed: every
                  file gone, synced or not, as on a replaced machine; they restart on an
                  empty disk when it heals and rejoin as their design allows
@@ -87,10 +89,11 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from lab.workloads.fault_base import COMMON_FIELDS, ROLE_TARGETS, Fault, FieldError, is_number
-from lab.workloads.fault_kinds import Crash, DiskDelay, DiskLoss, Gc, LateWrites, LinkDelay, Loss, Partition, Pause
+from lab.workloads.fault_kinds import (Crash, DiskDelay, DiskLoss, Gc, Kill, LateWrites, LinkDelay, Loss, Partition,
+                                       Pause)
 
 #: Every kind by the name an entry gives it, in the order errors and swarms list them.
-REGISTRY: dict[str, type[Fault]] = {cls.kind: cls for cls in (Pause, Crash, Partition, LinkDelay, Loss, DiskDelay,
+REGISTRY: dict[str, type[Fault]] = {cls.kind: cls for cls in (Pause, Crash, Kill, Partition, LinkDelay, Loss, DiskDelay,
                                                                Gc, LateWrites, DiskLoss)}
 
 

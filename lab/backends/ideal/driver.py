@@ -70,7 +70,7 @@ class IdealBackend(Backend):
         cut = "a plain get removed its item" if not reliable else "an open read stays open: nothing redelivers"
         return Promises(f"ideal with {'reliable reads' if reliable else 'plain gets'}",
                         EXACTLY_ONCE if reliable else AT_MOST_ONCE, FIFO,
-                        (Allowance("lost", ("crash", DISK_LOSS), "in memory: a crash loses everything", scope=HOLDERS),
+                        (Allowance("lost", ("crash", "kill", DISK_LOSS), "in memory: a crash loses everything", scope=HOLDERS),
                          Allowance("lost", (ANY_FAULT,), f"a get whose reply is cut is never delivered: {cut}",
                                    scope=CUT)))
 

@@ -136,7 +136,7 @@ class PrimerBackend(Backend):
         allowances = [Allowance("duplicated", (ANY_FAULT,), "AP: a replica that has not yet heard a read's ACK "
                                                             "(a split, a pause, a crash) serves its copy again")]
         if options["persistence"] == "off":
-            allowances.append(Allowance("lost", ("crash", DISK_LOSS), "persistence=off: copies are in memory, and "
+            allowances.append(Allowance("lost", ("crash", "kill", DISK_LOSS), "persistence=off: copies are in memory, and "
                                         f"a crash of all {copies} of a message's replicas loses it",
                                         scope=HOLDERS, copies=copies))
         else:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import random
 import re
 import signal
 import subprocess
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from lab.design.registry import design_module
-from lab.worlds.live.disk import destroy
+from lab.worlds.live.disk import destroy, power_cut
 
 READY = re.compile(r"^ready (\S+)((?: \S+=\d+)+)\s*$")
 START_TIMEOUT = 30.0  # seconds a server has to print its ready line (imports on a busy 2-core machine)
@@ -205,6 +206,20 @@ class ServerProcess:
             raise RuntimeError(f"{self.design} server is running (pid {self.proc.pid}); kill it before "
                                f"destroying its disk")
         return destroy(self.data_dir)
+
+    def power_cut(self, rng: random.Random, tear: bool = False) -> int:
+        """The machine lost power (the process is dead): its files cut back to what its
+        disk fsynced (``lab.worlds.live.disk.power_cut``), with ``tear`` a random prefix of
+        each unsynced tail kept; the bytes lost."""
+        return power_cut(self.data_dir, rng, tear)
+
+    def checkpoint(self) -> None:
+        """Nothing to do: the lab's disk knows what was fsynced (a peer's file system does not)."""
+
+    def finish(self) -> None:
+        """Nothing is left behind by a ``lab serve``."""
+
+    close = finish
 
     def _reap(self, sig: int, timeout: float = STOP_TIMEOUT) -> None:
         proc = self.proc

@@ -27,7 +27,8 @@ from pathlib import Path
 from functools import partial
 from typing import Any, Awaitable, Callable, Coroutine, Protocol, Sequence, TypeVar
 
-from lab.worlds.live.disk import fsync_delay_path, power_cut
+from lab.worlds.live.disk import fsync_delay_path
+from lab.worlds.live.external import ExternalProcess
 from lab.worlds.live.processes import RESTART_TRIES, STOP_TIMEOUT, ServerProcess
 from lab.worlds.live.proxy import LiveLinks
 from lab.worlds.live.runtime import LiveRuntime
@@ -56,8 +57,8 @@ class LiveWorld:
     #: and between server processes (``LiveLinks``); disk-delay to a server process's fsyncs
     #: (a control file its disk reads, lab.worlds.live.disk); disk-loss to a server process and its
     #: data dir. Not late-writes: no live store has a hook.
-    fault_kinds = ("pause", "crash", "partition", "link-delay", "loss", "disk-delay", "gc", "disk-loss")
-    PROCESS_FAULTS = ("pause", "crash", "disk-delay", "gc", "disk-loss")
+    fault_kinds = ("pause", "crash", "kill", "partition", "link-delay", "loss", "disk-delay", "gc", "disk-loss")
+    PROCESS_FAULTS = ("pause", "crash", "kill", "disk-delay", "gc", "disk-loss")
     #: targets that may fall on a client, which runs in the runner's own process
     CLIENT_TARGETS = ("clients", "all", "one", "minority", "majority")
 
@@ -77,7 +78,7 @@ class LiveWorld:
         self.bind = dict(bind or {})
         self.listening: dict[tuple[str, str], int] = {}  # (node, port name) -> bound port, in this process
         self.nodes: dict[str, LiveRuntime] = {}
-        self.processes: dict[str, ServerProcess] = {}  # server nodes that are processes
+        self.processes: dict[str, ServerProcess | ExternalProcess] = {}  # server nodes that are processes
         self.remote: dict[str, dict[str, tuple[str, int]]] = {}  # server nodes this world did not start: their ports
         self._pauses: dict[str, int] = {}  # pauses in force per node: it resumes after the last
         self._crashes: dict[str, int] = {}  # crashes in force per node: it restarts after the last
@@ -124,11 +125,29 @@ class LiveWorld:
 
         if design.name in self.slowdown:  # a test hook, empty unless QUEUE_LAB_INJECT_SLOWDOWN is set
             self.stretched[node] = self.slowdown[design.name]
-        if design_module(design.name, "serve") is None:
+        if hasattr(design, "launch"):  # a real broker (lab.design.peer.Peer): its own binary
+            await self.start_external(node, design)
+        elif design_module(design.name, "serve") is None:
             await self.start(node, design.boot(node))
         else:
             argv = design.serve_args(node, self.root / node, partial(self.reach, node))
             await self.start_process(node, design.name, argv)
+
+    async def start_external(self, node: str, peer: Any) -> ExternalProcess:
+        """Start server node ``node`` of a real broker (``lab.design.peer.Peer``) in
+        ``root/node``, its data dir on the power-loss file system where FUSE is available;
+        return once its probe says it is ready."""
+        if node in self.processes:
+            raise ValueError(f"node {node!r} is already a server process")
+        proc = self.processes[node] = ExternalProcess(peer, node, self.root / node)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, proc.launch)  # the mount waits for the file system
+        await loop.run_in_executor(None, proc.wait_ready)
+        return proc
+
+    async def checkpoint(self, node: str) -> None:
+        """What server ``node`` has written so far counts as durable (a peer's set-up done)."""
+        await asyncio.get_running_loop().run_in_executor(None, self._process(node).checkpoint)
 
     def reach(self, node: str, peer: str, port: str) -> str:
         """Where server node ``node`` reaches server node ``peer``'s port ``port``, as HOST:PORT:
@@ -209,9 +228,18 @@ class LiveWorld:
         if self._crashes[node] == 1:
             proc.kill()
             self._tears += 1
-            cut = power_cut(proc.data_dir, random.Random(f"{self.seed}:tear:{node}:{self._tears}"), tear)
+            cut = proc.power_cut(random.Random(f"{self.seed}:tear:{node}:{self._tears}"), tear)
             log.info("%s crashed: %d unsynced bytes lost", node, cut)
             self._pauses[node] = 0  # a crash ends every pause, as in the sim world
+
+    def kill(self, node: str) -> None:
+        """The process of server ``node`` dies (kill -9) and its machine stays up: what it
+        wrote and did not fsync survives in the page cache. ``restart`` ends it."""
+        proc = self._process(node)
+        self._crashes[node] = self._crashes.get(node, 0) + 1
+        if self._crashes[node] == 1:
+            proc.kill()
+            self._pauses[node] = 0
 
     def destroy_disk(self, node: str) -> int:
         """The machine of server ``node`` crashes (as ``crash``: kill -9) and its disk is
@@ -322,6 +350,9 @@ class LiveWorld:
                         task.cancel()
             self.stop_processes(INTERRUPT_GRACE if interrupted else STOP_TIMEOUT)  # before the temporary
             # root goes: their data dirs are in it
+            for proc in self.processes.values():
+                proc.finish()  # what a broker leaves running (a port mapper), then its file system
+                proc.close()
             if not interrupted:
                 self._keep_logs()
             await self.links.close()

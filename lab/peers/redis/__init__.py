@@ -1,0 +1,1 @@
+"""Redis Streams with a consumer group, as a peer of the designs."""
