@@ -244,7 +244,7 @@ def test_overlapping_faults_each_mend_only_what_they_broke():
 
 
 def test_every_kind_is_registered_and_the_sim_world_applies_them_all():
-    assert set(REGISTRY) == {"pause", "crash", "partition", "link-delay", "loss", "disk-delay", "gc", "late-writes",
+    assert set(REGISTRY) == {"pause", "crash", "kill", "partition", "link-delay", "loss", "disk-delay", "gc", "late-writes",
                              "disk-loss"}
     assert set(SimWorld.fault_kinds) == set(REGISTRY)
 

@@ -93,6 +93,13 @@ class ExternalProcess:
         undone, _files = self.power.crash()
         return undone
 
+    def set_fsync_delay(self, ns: int) -> None:
+        """Every fsync of the broker takes ``ns`` longer (the disk-delay fault)."""
+        if self.power is None:
+            raise RuntimeError(f"{self.design}: no power-loss file system ({self.no_power}): its fsyncs cannot "
+                               f"be slowed")
+        self.power.delay(ns)
+
     def destroy_disk(self) -> int:
         """Empty the data dir of a dead broker (a replaced disk); the bytes lost."""
         if self.running:

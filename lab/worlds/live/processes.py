@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from lab.design.registry import design_module
-from lab.worlds.live.disk import destroy, power_cut
+from lab.worlds.live.disk import destroy, fsync_delay_path, power_cut
 
 READY = re.compile(r"^ready (\S+)((?: \S+=\d+)+)\s*$")
 START_TIMEOUT = 30.0  # seconds a server has to print its ready line (imports on a busy 2-core machine)
@@ -212,6 +212,11 @@ class ServerProcess:
         disk fsynced (``lab.worlds.live.disk.power_cut``), with ``tear`` a random prefix of
         each unsynced tail kept; the bytes lost."""
         return power_cut(self.data_dir, rng, tear)
+
+    def set_fsync_delay(self, ns: int) -> None:
+        """Every fsync of the server takes ``ns`` longer: its disk reads the control file
+        beside its data dir at each fsync."""
+        fsync_delay_path(self.data_dir).write_text(str(ns))
 
     def checkpoint(self) -> None:
         """Nothing to do: the lab's disk knows what was fsynced (a peer's file system does not)."""

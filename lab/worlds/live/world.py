@@ -27,7 +27,6 @@ from pathlib import Path
 from functools import partial
 from typing import Any, Awaitable, Callable, Coroutine, Protocol, Sequence, TypeVar
 
-from lab.worlds.live.disk import fsync_delay_path
 from lab.worlds.live.external import ExternalProcess
 from lab.worlds.live.processes import RESTART_TRIES, STOP_TIMEOUT, ServerProcess
 from lab.worlds.live.proxy import LiveLinks
@@ -308,12 +307,12 @@ class LiveWorld:
         control file beside its data dir at each fsync)."""
         proc = self._process(node)
         self._fsync_delays[node] = self._fsync_delays.get(node, 0) + ns
-        fsync_delay_path(proc.data_dir).write_text(str(self._fsync_delays[node]))
+        proc.set_fsync_delay(self._fsync_delays[node])
 
     def remove_fsync_delay(self, node: str, ns: int) -> None:
         proc = self._process(node)
         self._fsync_delays[node] = max(0, self._fsync_delays.get(node, 0) - ns)
-        fsync_delay_path(proc.data_dir).write_text(str(self._fsync_delays[node]))
+        proc.set_fsync_delay(self._fsync_delays[node])
 
     def is_up(self, node: str) -> bool:
         return self._crashes.get(node, 0) == 0

@@ -5,6 +5,7 @@ socket, one request line and one reply line at a time:
     checkpoint  ->  ok                      everything so far is durable
     crash       ->  ok BYTES FILES          every unsynced write rolled back
     stats       ->  ok DIRTY_FILES DIRTY_BYTES
+    delay NS    ->  ok                      every sync from now on takes NS nanoseconds longer
 
 anything else gets ``error ...``. SIGTERM or SIGINT unmounts and exits (libfuse's own
 handlers end its loop; ``PowerFs`` in ``mount.py`` is the parent that starts and stops it).
@@ -30,8 +31,11 @@ LOOP_ENDED = 8  # what libfuse's main returns when its loop ended (on a signal, 
 MOUNT_OPTIONS = dict(direct_io=True, attr_timeout=0, entry_timeout=0, negative_timeout=0, use_ino=True)
 
 
-def answer(log: UndoLog, request: str) -> str:
+def answer(log: UndoLog, request: str, ops: PowerLossOperations | None = None) -> str:
     """The reply line to one control request."""
+    if request.startswith("delay ") and ops is not None and request[6:].isdigit():
+        ops.sync_delay_s = int(request[6:]) / 1e9
+        return "ok"
     if request == "checkpoint":
         log.checkpoint()
         return "ok"
@@ -41,20 +45,20 @@ def answer(log: UndoLog, request: str) -> str:
     if request == "stats":
         files, dirty = log.stats()
         return f"ok {files} {dirty}"
-    return f"error unknown request {request!r} (checkpoint, crash, stats)"
+    return f"error unknown request {request!r} (checkpoint, crash, stats, delay NS)"
 
 
-def _serve_client(log: UndoLog, conn: socket.socket) -> None:
+def _serve_client(log: UndoLog, conn: socket.socket, ops: PowerLossOperations | None) -> None:
     with conn, conn.makefile("rwb", buffering=0) as stream:
         for line in stream:
             try:
-                reply = answer(log, line.decode().strip())
+                reply = answer(log, line.decode().strip(), ops)
             except OSError as e:  # a rollback that could not write: say so, keep serving
                 reply = f"error {e}"
             stream.write(reply.encode() + b"\n")
 
 
-def serve_control(log: UndoLog, path: str) -> socket.socket:
+def serve_control(log: UndoLog, path: str, ops: PowerLossOperations | None = None) -> socket.socket:
     """Listen on the Unix socket ``path`` in a daemon thread; returns the listening socket."""
     if os.path.exists(path):
         os.unlink(path)
@@ -68,7 +72,7 @@ def serve_control(log: UndoLog, path: str) -> socket.socket:
                 conn, _ = server.accept()
             except OSError:
                 return  # closed at exit
-            threading.Thread(target=_serve_client, args=(log, conn), daemon=True).start()
+            threading.Thread(target=_serve_client, args=(log, conn, ops), daemon=True).start()
 
     threading.Thread(target=loop, name="powerfs-control", daemon=True).start()
     return server
@@ -81,13 +85,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--control", required=True, help="the control socket's path")
     args = parser.parse_args(argv)
     log = UndoLog()
-    server = serve_control(log, args.control)
+    ops = PowerLossOperations(args.backing, log)
+    server = serve_control(log, args.control, ops)
     options = dict(MOUNT_OPTIONS)
     if os.geteuid() == 0:
         options["allow_other"] = True  # a server run under another uid may use the mount too
     try:
         # libfuse installs its SIGTERM/SIGINT/SIGHUP handlers for the loop and unmounts on them.
-        mfusepy.FUSE(PowerLossOperations(args.backing, log), str(args.mountpoint), foreground=True,
+        mfusepy.FUSE(ops, str(args.mountpoint), foreground=True,
                      fsname="powerfs", **options)
     except RuntimeError as e:
         # libfuse's main returns 8 when its loop ended on a signal as well as on a loop error;

@@ -53,6 +53,8 @@ class PowerLossOperations(mfusepy.Operations):
         self.log = log if log is not None else UndoLog()
         self._flags: dict[int, int] = {}  # fh (backing fd) -> the flags it was opened with
         self._flags_lock = threading.Lock()
+        #: what the live world's disk-delay fault adds to every sync (an fsync, an O_SYNC write)
+        self.sync_delay_s = 0.0
 
     def _full(self, path: str) -> str:
         return os.path.join(self.backing, path.lstrip("/"))
@@ -86,6 +88,8 @@ class PowerLossOperations(mfusepy.Operations):
 
     def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
         flags = self._flags.get(fh, 0)
+        if flags & _SYNC_FLAGS and self.sync_delay_s:
+            time.sleep(self.sync_delay_s)  # a slow disk: this write waits for it (other requests go on)
         return self.log.write(fh, data, offset, append=bool(flags & os.O_APPEND), synced=bool(flags & _SYNC_FLAGS))
 
     def truncate(self, path: str, length: int, fh: int | None = None) -> int:
@@ -115,6 +119,8 @@ class PowerLossOperations(mfusepy.Operations):
 
     def fsync(self, path: str, datasync: int, fh: int) -> int:
         # The real sync too, so a server's fsync costs what it costs on the backing disk.
+        if self.sync_delay_s:
+            time.sleep(self.sync_delay_s)  # a slow disk: this sync waits for it (other requests go on)
         (os.fdatasync if datasync else os.fsync)(fh)
         self.log.sync(fh)
         return 0

@@ -155,6 +155,10 @@ class PowerFs:
         files, dirty = self._ask("stats")
         return int(files), int(dirty)
 
+    def delay(self, ns: int) -> None:
+        """Every sync from now on takes ``ns`` nanoseconds longer (0: the disk's own speed)."""
+        self._ask(f"delay {max(0, int(ns))}")
+
     def stop(self) -> None:
         """Unmount and end the child; leaves no mount and no process, however the child is."""
         proc, self.proc = self.proc, None
