@@ -6,15 +6,15 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: compare test test-slow regress lab java browser clean
+.PHONY: compare test test-slow regress lab java browser brokers clean
 
 compare: $(STAMP) java
 	$(BIN)/lab compare
 
-test: $(STAMP) java browser
+test: $(STAMP) java browser brokers
 	$(BIN)/python -m pytest -m "not slow"
 
-test-slow: $(STAMP) java
+test-slow: $(STAMP) java brokers
 	$(BIN)/python -m pytest -m slow
 
 # The regression gate: the short standard set in both worlds against results/baselines/standard.json.
@@ -44,6 +44,21 @@ browser:
 	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
 	  echo "installing Chromium and ChromeDriver for the web UI test (apt-get) ..."; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	fi
+
+# The real brokers run beside the designs (lab/peers/): Debian's servers, and FUSE for the
+# power-loss file system under their data dirs. The lab starts its own copies on private ports
+# and folders; a service the package manager started is stopped again.
+BROKERS := redis-server:redis-server rabbitmq-server:/usr/lib/rabbitmq/bin/rabbitmq-server \
+           nats-server:/usr/sbin/nats-server beanstalkd:beanstalkd fuse3:fusermount3
+brokers:
+	@missing=""; for pair in $(BROKERS); do pkg=$${pair%%:*}; bin=$${pair#*:}; \
+	  command -v $$bin >/dev/null 2>&1 || [ -x "$$bin" ] || missing="$$missing $$pkg"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing the real brokers and FUSE (apt-get):$$missing ..."; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
+	  for service in redis-server rabbitmq-server nats-server beanstalkd; do \
+	    $(SUDO) service $$service stop >/dev/null 2>&1 || true; done; \
 	fi
 
 clean:
