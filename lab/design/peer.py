@@ -121,6 +121,15 @@ class Peer(Backend):
         address: Callable[..., tuple[str, int]] = getattr(self.world, "address")
         return address(self.server_nodes[0], port or self.ports[0], None if rt is None else rt.node)
 
-    def describe(self) -> Mapping[str, Any]:
-        """What a run's manifest records of the broker (its version, say)."""
-        return {}
+    @classmethod
+    def version(cls) -> str:
+        """The broker's version as its Debian package has it (``7.0.15-1~deb12u6``), or why
+        it cannot be told; what ``lab backends`` and a run's manifest record."""
+        import subprocess
+
+        try:
+            done = subprocess.run(["dpkg-query", "-W", "-f=${Version}", cls.package], capture_output=True,
+                                  text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"unknown ({e})"
+        return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else "not installed"

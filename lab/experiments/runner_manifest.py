@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lab.design.registry import backend_class
 from lab.judge.checker import Verdict
 from lab.history.phases import fault_events, phases_at
 from lab.history.provenance import machine, versions
@@ -80,6 +81,9 @@ def write_manifest(result: RunResult, world: World) -> None:
         "versions": versions(),
         "machine": machine(),
     }
+    design = backend_class(result.backend)
+    if hasattr(design, "launch"):  # a real broker (lab.design.peer): which build the verdict is about
+        manifest["broker"] = {"package": design.package, "version": design.version()}
     from lab.experiments import planting
 
     if planting.planted_now is not None:  # a planted bug's run: never mistaken for the design's own
