@@ -1,0 +1,169 @@
+"""beanstalkd as a peer (``lab.peers.beanstalkd``): its options and promises, live runs of the
+real ``beanstalkd`` judged by them (no fault, power loss under each fsync setting, kill -9,
+a pause), a clean stop, the one-line error for a missing binary, and the Locust client's
+round trip against a running broker."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from pathlib import Path
+
+import pytest
+
+from lab.design import BadOption
+from lab.design.peer import MissingBinary
+from lab.experiments.runner import run
+from lab.peers.beanstalkd.driver import BeanstalkdPeer, fsync_flags
+from lab.workloads.spec import load_workload
+
+pytestmark = pytest.mark.skipif(not Path("/usr/bin/beanstalkd").exists() and not Path("/usr/sbin/beanstalkd").exists(),
+                                reason="beanstalkd is not installed (apt-get install beanstalkd)")
+
+
+def broker_pids() -> set[int]:
+    """Every beanstalkd process on the machine."""
+    pids = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:  # gone meanwhile
+                continue
+            if argv and argv[0].endswith(b"beanstalkd"):
+                pids.add(int(entry.name))
+    return pids
+
+
+def broker_mounts() -> set[str]:
+    """Mount points of a beanstalkd node's data dir (the power-loss file system)."""
+    return {line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()
+            if "/beanstalkd/data" in line.split()[1]}
+
+
+def live(workload: str, tmp_path: Path, duration: float | None = None, **options):
+    w = load_workload(workload)
+    if duration is not None:
+        w = dataclasses.replace(w, duration=duration)
+    return run(w, "beanstalkd", "live", out=tmp_path / workload, progress=False, options=options)
+
+
+def test_fsync_takes_its_flags_values_and_says_what_it_allows():
+    check = BeanstalkdPeer.check_options
+    assert check({})["fsync"] == 50 and check({})["ttr"] == 2
+    assert check({"fsync": 0})["fsync"] == 0 and check({"fsync": "50"})["fsync"] == 50
+    assert check({"fsync": "never"})["fsync"] == "never" and check({"fsync": 7})["fsync"] == 7
+    assert fsync_flags(0) == ["-f", "0"] and fsync_flags(50) == ["-f", "50"] and fsync_flags("never") == ["-F"]
+    for bad in (-1, True, "always", 2.5):
+        with pytest.raises(BadOption, match="never"):
+            check({"fsync": bad})
+
+
+def test_promises_follow_the_fsync_setting():
+    def crash_losses(fsync) -> list:
+        promises = BeanstalkdPeer.promises(BeanstalkdPeer.check_options({"fsync": fsync}), True)
+        return [a for a in promises.allowances if a.anomaly == "lost" and a.covers("crash")]
+
+    assert crash_losses(0) == []
+    (lazy,) = crash_losses(50)
+    assert lazy.window_s is None and "no timer" in lazy.why  # the tail waits for a later write, not a clock
+    (never,) = crash_losses("never")
+    assert "fsync=never" in never.why
+    promises = BeanstalkdPeer.promises(BeanstalkdPeer.check_options({"ttr": 3}), True)
+    assert promises.lease_s == 3.0 and promises.hands_back_on_close
+    assert not any(a.anomaly == "lost" and a.covers("kill") for a in promises.allowances)
+
+
+def test_a_no_fault_run_is_valid_and_leaves_nothing_behind(tmp_path: Path):
+    pids, mounts = broker_pids(), broker_mounts()
+    result = live("steady", tmp_path, duration=2.0)
+    assert result.verdict.verdict == "valid", result.verdict.line()
+    assert result.verdict.lost == 0 and result.verdict.ok > 500
+    assert broker_pids() - pids == set()
+    assert broker_mounts() - mounts == set()
+
+
+def test_a_power_loss_under_fsync_0_loses_nothing_acknowledged(tmp_path: Path):
+    result = live("crash", tmp_path, fsync=0)
+    assert result.verdict.verdict == "valid", result.verdict.line()
+    assert result.verdict.lost == 0 and result.verdict.ok > 500
+
+
+def test_a_power_loss_under_fsync_never_loses_the_unsynced_binlog_as_allowed(tmp_path: Path):
+    result = live("crash", tmp_path, fsync="never")
+    assert result.verdict.verdict == "allowed", result.verdict.line()
+    assert result.verdict.lost > 0
+    assert "fsync=never" in result.verdict.line()
+
+
+def test_kill_9_under_fsync_never_loses_nothing_the_page_cache_holds(tmp_path: Path):
+    result = live("kill", tmp_path, fsync="never")
+    assert result.verdict.verdict == "valid", result.verdict.line()
+    assert result.verdict.lost == 0 and result.verdict.ok > 500
+
+
+def test_a_pause_loses_nothing(tmp_path: Path):
+    result = live("gc-pause", tmp_path, duration=3.0)
+    # SIGSTOP holds the replies; the 1 s client timeout outlasts the 400 ms pause
+    assert result.verdict.verdict == "valid", result.verdict.line()
+    assert result.verdict.lost == 0
+
+
+def test_a_missing_binary_is_one_line_naming_the_package(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(Path, "exists", lambda self: False)  # nor /usr/sbin
+    with pytest.raises(MissingBinary) as error:
+        BeanstalkdPeer.executable()
+    assert str(error.value) == ("beanstalkd: beanstalkd is not installed: apt-get install beanstalkd "
+                                "(or `make brokers`)")
+
+
+def test_the_locust_client_puts_gets_acks_and_releases(tmp_path: Path):
+    from lab.peers.beanstalkd import load
+    from lab.worlds.live import LiveWorld
+
+    def round_trip(targets: dict) -> None:
+        producer = load.make_client(targets, {"ttr": 5}, True, 0)
+        consumer = load.make_client(targets, {"ttr": 5}, True, 1)
+        plain = load.make_client(targets, {}, False, 2)
+        try:
+            assert consumer.get("q") is None  # empty
+            for body in (b"one", b"two", b"three"):
+                producer.put("q", body)
+            body, token = consumer.get("q")
+            assert body == b"one"
+            consumer.release("q", token)  # back at the head
+            body, token = consumer.get("q")
+            assert body == b"one"
+            consumer.ack("q", token)
+            with pytest.raises(load.Refused, match="NotFound"):
+                consumer.ack("q", token)  # deleted already
+            assert plain.get("q") == (b"two", None)  # taken for good
+            body, token = consumer.get("q")
+            assert body == b"three"
+            consumer.close()  # a closed connection hands its reservation back (once the proxy passes the close on)
+            got, deadline = None, time.monotonic() + 1.0
+            while got is None and time.monotonic() < deadline:
+                got = plain.get("q")
+            assert got == (b"three", None)
+            assert plain.get("q") is None
+        finally:
+            for client in (producer, consumer, plain):
+                client.close()
+
+    world = LiveWorld(root=tmp_path / "world")
+    peer = BeanstalkdPeer(world, {})
+
+    async def main(control) -> None:
+        await peer.start()
+        try:
+            host, port = world.address(peer.node, "beanstalkd", "client")
+            await asyncio.to_thread(round_trip, {"beanstalkd": {"beanstalkd": f"{host}:{port}"}})
+        finally:
+            await peer.stop()
+
+    pids = broker_pids()
+    world.run(main)
+    assert broker_pids() - pids == set()
+    assert not any(str(tmp_path) in mount for mount in broker_mounts())
