@@ -10,12 +10,15 @@ from lab.cli.common import UsageError, _yaml_file
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """`lab matrix`'s flags."""
-    p = sub.add_parser("matrix", help="every design under every fault scenario over seeds, as one table (sim); "
+    p = sub.add_parser("matrix", help="every design under every fault scenario over seeds, as one table (sim, or live); "
                                       "exits 1 when a cell is INVALID (a broken promise), 0 when every cell is "
                                       "valid or allowed")
     p.add_argument("--backends", help="comma-separated backend names (default: all)")
     p.add_argument("--scenarios", help="comma-separated scenario names or files (default: every scenario)")
     p.add_argument("--seeds", type=int, default=5, help="seeds per cell, 1..K (default 5)")
+    p.add_argument("--world", choices=("sim", "live"), default="sim",
+                   help="sim (default), or live: real processes, one run at a time unless --jobs; the only world "
+                        "of the real brokers (redis, rabbitmq, nats, beanstalkd)")
     p.add_argument("--option-sets", type=Path, metavar="FILE",
                    help="YAML: {design: [{option: value, ...}, ...]} instead of each design's own option sets")
     p.add_argument("--jobs", type=int, help="runs at a time (default: one per core)")
@@ -31,7 +34,8 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     overrides = _option_sets_file(args.option_sets) if args.option_sets else None
     backends = [b.strip() for b in args.backends.split(",") if b.strip()] if args.backends else None
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()] if args.scenarios else None
-    matrix = run_matrix(backends, scenarios, args.seeds, overrides, args.jobs, args.out, not args.no_progress)
+    matrix = run_matrix(backends, scenarios, args.seeds, overrides, args.jobs, args.out, not args.no_progress,
+                        world=args.world)
     print()
     print(matrix.markdown_path.read_text())
     print(f"table: {matrix.markdown_path} and {matrix.csv_path}")

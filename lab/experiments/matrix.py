@@ -1,7 +1,8 @@
 """`lab matrix`: every design, under every fault scenario, over several seeds, as one table.
 
 A cell is (design, one of its option sets that change a promise, scenario); each cell runs
-once per seed in the sim world, in parallel worker processes. Per cell, over its seeds:
+once per seed in the sim world, in parallel worker processes (or in the live world, one run
+at a time: the only world of the real brokers, ``lab.peers``). Per cell, over its seeds:
 the checker's counts summed (lost, duplicated, unexpected; inversions, and the most
 messages that overtook one), the worst verdict class with its reason (a broken promise,
 named), put and end-to-end latency per phase from the Spark pipeline's histograms merged
@@ -109,15 +110,15 @@ def scenarios_named(names: Iterable[str] | None) -> list[Workload]:
     return [load_workload(p) for p in scenario_files()]
 
 
-def option_sets(backends: Iterable[str], overrides: Mapping[str, list[Mapping[str, Any]]] | None = None
-                ) -> dict[str, list[dict[str, Any]]]:
-    """Each design's option sets, checked for the sim world (a bad one fails before any run)."""
+def option_sets(backends: Iterable[str], overrides: Mapping[str, list[Mapping[str, Any]]] | None = None,
+                world: str = WORLD) -> dict[str, list[dict[str, Any]]]:
+    """Each design's option sets, checked for ``world`` (a bad one fails before any run)."""
     sets = {}
     for name in backends:
         cls = backend_class(name)
         chosen = [dict(s) for s in (overrides or {}).get(name, cls.promise_options)]
         for options in chosen:
-            cls.check_options(options, WORLD)  # BadOption now, naming the option, before any run
+            cls.check_options(options, world)  # BadOption now, naming the option, before any run
         sets[name] = chosen
     unknown = sorted(set(overrides or {}) - set(sets))
     if unknown:
@@ -125,14 +126,18 @@ def option_sets(backends: Iterable[str], overrides: Mapping[str, list[Mapping[st
     return sets
 
 
-def plan(backends: list[str], scenarios: list[Workload], sets: Mapping[str, list[dict[str, Any]]]) -> list[Cell]:
+def plan(backends: list[str], scenarios: list[Workload], sets: Mapping[str, list[dict[str, Any]]],
+         world: str = WORLD) -> list[Cell]:
     from lab.experiments.runner import fault_refusal
 
     cells = []
     for backend in backends:
+        if world not in backend_class(backend).worlds:
+            raise WorkloadError(f"{backend} runs in the {' and '.join(backend_class(backend).worlds)} world only, "
+                                f"not {world}")
         for options in sets[backend]:
             for scenario in scenarios:
-                refusal = fault_refusal(scenario, WORLD, backend)
+                refusal = fault_refusal(scenario, world, backend)
                 if refusal is not None:
                     raise WorkloadError(f"{scenario.name} on {backend}: {refusal}")
                 cells.append(Cell(backend, tuple(sorted(options.items())), scenario.name))
@@ -142,21 +147,23 @@ def plan(backends: list[str], scenarios: list[Workload], sets: Mapping[str, list
 def run_matrix(backends: Iterable[str] | None = None, scenarios: Iterable[str] | None = None, seeds: int = 5,
                overrides: Mapping[str, list[Mapping[str, Any]]] | None = None, jobs: int | None = None,
                out: str | Path | None = None, progress: bool = True,
-               echo: Callable[[str], None] = print) -> Matrix:
-    """Run every cell over ``seeds`` seeds (1..seeds) and write the matrix."""
+               echo: Callable[[str], None] = print, world: str = WORLD) -> Matrix:
+    """Run every cell over ``seeds`` seeds (1..seeds) in ``world`` and write the matrix. Live
+    runs go one at a time unless ``jobs`` says otherwise: side by side they would time each
+    other's CPU, not the design."""
     backends = list(backends or sorted(usable()))
     if seeds < 1:
         raise WorkloadError(f"--seeds {seeds}: use 1 or more")
-    sets = option_sets(backends, overrides)
+    sets = option_sets(backends, overrides, world)
     workloads = {w.name: w for w in scenarios_named(scenarios)}
-    cells = plan(backends, list(workloads.values()), sets)
+    cells = plan(backends, list(workloads.values()), sets, world)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     directory = Path(out) if out is not None else runs_dir() / f"matrix-{stamp}"
     directory.mkdir(parents=True, exist_ok=True)
-    jobs = jobs or os.cpu_count() or 1
+    jobs = jobs or (1 if world == "live" else os.cpu_count() or 1)
     work = [(cell, seed) for cell in cells for seed in range(1, seeds + 1)]
     echo(f"lab matrix: {len(cells)} cells ({len(backends)} designs, {len(workloads)} scenarios) x {seeds} seeds "
-         f"= {len(work)} runs in the {WORLD} world, {jobs} at a time; folder {directory}")
+         f"= {len(work)} runs in the {world} world, {jobs} at a time; folder {directory}")
     results: dict[Cell, list[SeedRun]] = {cell: [] for cell in cells}
     bar = _bar(len(work), progress)
     # interrupt.worker_init: a worker dies with the lab, and a signal ends its run cleanly, then it
@@ -164,7 +171,7 @@ def run_matrix(backends: Iterable[str] | None = None, scenarios: Iterable[str] |
     completed = interrupted = False
     try:
         futures = {pool.submit(interrupt.worker_call, _run_one, workloads[cell.scenario], cell.backend,
-                               dict(cell.options), seed, directory / _folder(cell, seed)): cell
+                               dict(cell.options), seed, directory / _folder(cell, seed), world): cell
                    for cell, seed in work}
         for future in as_completed(futures):
             results[futures[future]].append(future.result())
@@ -208,13 +215,14 @@ def _quiet() -> None:
     logging.getLogger().setLevel(logging.ERROR)
 
 
-def _run_one(workload: Workload, backend: str, options: dict[str, Any], seed: int, out: Path) -> SeedRun:
+def _run_one(workload: Workload, backend: str, options: dict[str, Any], seed: int, out: Path,
+             world: str = WORLD) -> SeedRun:
     """One run, in a worker process: the runner's run and its time to recover."""
     from lab.history.record import read_samples
     from lab.judge.recovery import time_to_recover
     from lab.experiments.runner import run
 
-    result = run(workload, backend, WORLD, seed=seed, out=out, progress=False, options=options)
+    result = run(workload, backend, world, seed=seed, out=out, progress=False, options=options)
     v = result.verdict
     recovery = time_to_recover(read_samples(result.run_dir))
     return SeedRun(result.run_id, str(result.run_dir), seed, v.verdict, v.reason, v.lost, v.duplicated,
