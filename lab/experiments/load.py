@@ -270,6 +270,7 @@ async def _main(control, world: LiveWorld, backend, workload: Workload, recorder
         if master is not None and master.advertise:
             world.links.public[CLIENT] = master.advertise
         await backend.start()
+        await backend.prepare([f"{locust.queue_prefix}q{i}" for i in range(workload.queues)])
     try:
         if remote is None:
             targets = _targets(world, backend.server_nodes)
