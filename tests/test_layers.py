@@ -87,7 +87,7 @@ def arrows(known: dict[str, Path]) -> list[Arrow]:
 
 def layer(module: str) -> int:
     parts = module.split(".")
-    if parts[:2] == ["lab", "backends"] and len(parts) > 3 and parts[3] == DESIGN_BENCH:
+    if parts[:2] in (["lab", "backends"], ["lab", "peers"]) and len(parts) > 3 and parts[3] == DESIGN_BENCH:
         return LAYERS["lab.experiments"]
     best = max((prefix for prefix in LAYERS if module == prefix or module.startswith(prefix + ".")), key=len)
     return LAYERS[best]
