@@ -1,0 +1,1 @@
+"""RabbitMQ (classic and quorum queues, publisher confirms, manual acks) as a peer of the designs."""
