@@ -32,7 +32,7 @@ from typing import Any, Mapping, Sequence
 from lab.design import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, DISK_LOSS, FIFO, FIFO_PER_CONSUMER, HOLDERS, NO_ORDER,
                         TIMEOUT, Allowance, Delivery, Option, Promises, QueueClient, Rejected, Runtime, Unreachable,
                         choice, whole)
-from lab.design.peer import Launch, Peer, Place
+from lab.design.peer import Launch, MissingBinary, Peer, Place
 
 BIN = Path("/usr/lib/rabbitmq/bin")
 QUEUE_TYPES = ("classic", "quorum")
@@ -311,11 +311,13 @@ class RabbitmqPeer(Peer):
 
     @classmethod
     def executable(cls) -> str:
-        """The real start script, never ``/usr/sbin/rabbitmq-server`` (it switches user)."""
+        """The real start script, never ``/usr/sbin/rabbitmq-server`` (as root it switches to
+        the ``rabbitmq`` user and its own log), even where that one is on the PATH."""
         script = BIN / cls.binary
-        if script.exists():
-            return str(script)
-        return super().executable()
+        if not script.exists():
+            raise MissingBinary(f"{cls.name}: {script} is not installed: apt-get install {cls.package} "
+                                f"(or `make brokers`)")
+        return str(script)
 
     async def declare(self, queues: Sequence[str]) -> None:
         import aio_pika
