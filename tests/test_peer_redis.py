@@ -1,0 +1,105 @@
+"""Redis as a peer (``lab.peers.redis``): live runs of the real ``redis-server`` judged by its
+promises — no fault; a power loss under appendfsync always and no; kill -9 under no; a kill
+inside a slow-disk stall under everysec (Redis postpones its AOF write and still replies);
+a pause — each leaving no process and no mount behind; the option words; the Locust client's
+round trip against a running server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lab.design import BadOption
+from lab.peers.redis.driver import RedisPeer
+from tests.peer_support import live, mounts, processes
+
+
+def test_appendfsync_takes_redis_words_and_no_is_not_false():
+    check = RedisPeer.check_options
+    assert check({})["appendfsync"] == "everysec"
+    assert check({"appendfsync": False})["appendfsync"] == "no"  # what `--option appendfsync=no` reads as
+    with pytest.raises(BadOption, match="always, everysec or no"):
+        check({"appendfsync": "sometimes"})
+
+
+def test_a_no_fault_run_is_valid_and_leaves_nothing_behind(tmp_path: Path):
+    before, mounted = processes(b"redis-server"), mounts("redis")
+    result = live("redis", "steady", tmp_path, duration=2.0)
+    assert result.verdict.verdict == "valid", result.verdict.line()
+    assert result.verdict.lost == 0 and result.verdict.ok > 500
+    assert processes(b"redis-server") - before == set()
+    assert mounts("redis") - mounted == set()
+    manifest = (result.run_dir / "manifest.json").read_text()
+    assert '"package": "redis-server"' in manifest  # which build the verdict is about
+
+
+def test_a_power_loss_under_appendfsync_always_loses_nothing_acknowledged(tmp_path: Path):
+    result = live("redis", "crash", tmp_path, appendfsync="always")
+    assert result.verdict.verdict == "valid", result.verdict.line()
+    assert result.verdict.lost == 0 and result.verdict.ok > 500
+
+
+def test_a_power_loss_under_appendfsync_no_loses_the_unsynced_aof_as_allowed(tmp_path: Path):
+    result = live("redis", "crash", tmp_path, appendfsync="no")
+    assert result.verdict.verdict == "allowed", result.verdict.line()
+    assert result.verdict.lost > 0
+    assert "appendfsync=no" in result.verdict.line()
+
+
+def test_kill_9_under_appendfsync_no_loses_nothing_the_page_cache_holds(tmp_path: Path):
+    result = live("redis", "kill", tmp_path, appendfsync="no")
+    assert result.verdict.verdict == "valid", result.verdict.line()
+    assert result.verdict.lost == 0 and result.verdict.ok > 500
+
+
+def test_a_kill_in_a_slow_fsync_loses_what_everysec_postponed_and_no_loses_nothing(tmp_path: Path):
+    everysec = live("redis", "kill-slow-disk", tmp_path / "everysec", appendfsync="everysec")
+    assert everysec.verdict.verdict == "allowed", everysec.verdict.line()
+    assert everysec.verdict.lost > 0 and "postpones the AOF write" in everysec.verdict.line()
+    no = live("redis", "kill-slow-disk", tmp_path / "no", appendfsync="no")
+    assert no.verdict.verdict == "valid" and no.verdict.lost == 0, no.verdict.line()
+
+
+def test_a_pause_loses_nothing(tmp_path: Path):
+    result = live("redis", "gc-pause", tmp_path, duration=3.0)
+    assert result.verdict.verdict == "valid", result.verdict.line()
+    assert result.verdict.lost == 0
+
+
+def test_the_locust_client_puts_gets_releases_and_acks():
+    """The client as a Locust user runs it (blocking calls, here on a worker thread: gevent
+    stays out of the test process), against a Redis the peer started."""
+    import asyncio
+
+    from lab.design.worlds import LiveWorld
+    from lab.peers.redis.load import make_client
+
+    world = LiveWorld()
+
+    def round_trip(address: str, options: dict) -> list:
+        client = make_client({"redis": {"redis": address}}, options, True, 0)
+        try:
+            client.put("q", b"one")
+            client.put("q", b"two")
+            body, token = client.get("q")
+            client.release("q", token)  # claimable at once: it comes back before "two"
+            again, token = client.get("q")
+            client.ack("q", token)
+            second, token = client.get("q")
+            client.ack("q", token)
+            return [body, again, second, client.get("q")]
+        finally:
+            client.close()
+
+    async def main(control) -> list:
+        peer = RedisPeer(world, {"appendfsync": "always"})
+        await peer.start()
+        try:
+            host, port = peer.address(control)
+            return await asyncio.get_running_loop().run_in_executor(None, round_trip, f"{host}:{port}",
+                                                                    dict(peer.options))
+        finally:
+            await peer.stop()
+
+    assert world.run(main) == [b"one", b"one", b"two", None]
