@@ -16,7 +16,7 @@ from lab.design.peer import MissingBinary
 from lab.experiments.runner import run
 from lab.peers.rabbitmq import driver
 from lab.peers.rabbitmq.driver import RabbitmqPeer
-from lab.workloads.spec import load_workload, standard_workload_files
+from lab.workloads.spec import load_workload
 
 pytestmark = pytest.mark.skipif(not (driver.BIN / "rabbitmq-server").exists(),
                                 reason="rabbitmq-server is not installed (make brokers)")
@@ -25,8 +25,7 @@ ERLANG = ("beam.smp", "erl_child_setup", "epmd", "rabbitmq")
 
 
 def workload(name: str, **changes):
-    path = next(p for p in standard_workload_files() if p.stem == name)
-    return dataclasses.replace(load_workload(path), **changes)
+    return dataclasses.replace(load_workload(name), **changes)  # a standard workload or a scenario, by name
 
 
 def erlang_processes() -> dict[int, str]:
