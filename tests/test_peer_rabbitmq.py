@@ -49,14 +49,15 @@ def erlang_processes() -> dict[int, str]:
 
 
 def mounts() -> list[str]:
-    return [line for line in Path("/proc/self/mounts").read_text().splitlines() if "queue-lab" in line]
+    """The power-loss file systems of rabbitmq nodes still mounted (other peers' runs may be on)."""
+    return [line for line in Path("/proc/self/mounts").read_text().splitlines() if "/rabbitmq/data" in line]
 
 
 def left_behind(before: dict[int, str]) -> list[str]:
     """What a run started and did not stop: lab node VMs, their helpers, private epmds
     (another engineer's system broker, if any, was there before)."""
     return [cmd for pid, cmd in erlang_processes().items()
-            if pid not in before and ("queue-lab" in cmd or "@localhost" in cmd or "epmd port" in cmd
+            if pid not in before and ("rabbit" in cmd or "@localhost" in cmd or "epmd port" in cmd
                                       or "erl_child_setup" in cmd)]
 
 
