@@ -4,8 +4,8 @@ every consumer of the run shares; the client is nats-py (asyncio).
 
 One stream per queue rather than one stream with a subject per queue: a work-queue stream
 takes one unfiltered consumer, each stream keeps its own sequence (the order the judge
-holds it to), and a stream the broker loses on a
-power cut takes one queue with it, as the broker's own unit of loss.
+holds it to), and a stream the broker loses on a power cut takes one queue with it, as the
+broker's own unit of loss.
 
 put is ``js.publish`` and waits for the PubAck; nothing is retried (no ``Nats-Msg-Id``
 dedup: a retried publish would be a second message), so a publish whose ack times out has
