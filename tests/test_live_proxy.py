@@ -154,3 +154,36 @@ def test_live_links_route_clients_through_proxies_and_faults_compose_per_link():
         server.close()
 
     run(main())
+
+
+def test_a_server_that_resets_ends_the_client_connection_at_once():
+    """A killed server's socket resets: the client through the proxy must see its connection
+    end, not hold it open waiting for a reply that never comes (a consumer would wait forever)."""
+    import socket
+    import struct
+
+    async def main():
+        accepted = asyncio.Event()
+        held = []
+
+        async def reset_later(reader, writer):
+            held.append(writer)
+            accepted.set()
+
+        server = await asyncio.start_server(reset_later, "127.0.0.1", 0)
+        proxy = LinkProxy(("127.0.0.1", server.sockets[0].getsockname()[1]))
+        reader, writer = await asyncio.open_connection("127.0.0.1", await proxy.start())
+        writer.write(b"a request")  # unread by the server: its close is a reset
+        await writer.drain()
+        await asyncio.wait_for(accepted.wait(), 2.0)
+        await asyncio.sleep(0.05)
+        sock = held[0].get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close as RST
+        held[0].transport.abort()
+        with pytest.raises((ConnectionResetError, asyncio.IncompleteReadError)):
+            await asyncio.wait_for(reader.readexactly(1), 2.0)
+        writer.close()
+        await proxy.close()
+        server.close()
+
+    run(main())

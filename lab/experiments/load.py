@@ -329,6 +329,7 @@ async def _main(control, world: LiveWorld, backend, workload: Workload, recorder
             raise RuntimeError(f"locust exited with status {code}: see {locust_dir / 'locust.log'}")
         if nemesis is not None:
             nemesis.heal_all(control)
+            await world.settle()  # servers still restarting are ready before the drain
         bounds.append(control.now_ns())
         await _drain(control, backend, workload, [f"{locust.queue_prefix}q{i}" for i in range(workload.queues)],
                      recorder, warnings)

@@ -219,6 +219,9 @@ async def _main(control: Runtime, world: World, backend: Backend, workload: Work
         await task
     if nemesis is not None:
         nemesis.heal_all(control)
+        settle = getattr(world, "settle", None)  # live: servers still restarting are ready first
+        if settle is not None:
+            await settle()
         end = (control.now_ns() - t0) / 1e9
         warnings += [f"fault {i} ({f.fault} at {f.at:g} s) never started: the load ended at {end:.2f} s"
                      for i, f in enumerate(workload.faults) if i not in nemesis.started]

@@ -114,10 +114,19 @@ class LinkProxy:
             return
         self._writers |= {client_writer, server_writer}
         # Each direction ends at its reader's end of stream, passed on as a half-close, so a
-        # reply still in flight when the client stops sending gets through.
-        await asyncio.gather(self._spawn(self._pump(client_reader, server_writer, self.directions[UP])),
-                             self._spawn(self._pump(server_reader, client_writer, self.directions[DOWN])),
-                             return_exceptions=True)
+        # reply still in flight when the client stops sending gets through. A direction that
+        # fails (a reset: its process was killed) ends both at once, as the reset would end the
+        # one connection the two sides would have without the proxy: else the other side
+        # would hold a connection to a dead server, waiting for a reply that never comes.
+        pumps = {self._spawn(self._pump(client_reader, server_writer, self.directions[UP])),
+                 self._spawn(self._pump(server_reader, client_writer, self.directions[DOWN]))}
+        done, pending = await asyncio.wait(pumps, return_when=asyncio.FIRST_EXCEPTION)
+        if pending and any(not task.cancelled() and task.exception() is not None for task in done):
+            for writer in (client_writer, server_writer):
+                writer.transport.abort()  # a reset, passed on
+            for task in pending:
+                task.cancel()
+        await asyncio.gather(*pumps, return_exceptions=True)
         for writer in (client_writer, server_writer):
             self._writers.discard(writer)
             writer.close()

@@ -268,6 +268,12 @@ class LiveWorld:
             task.add_done_callback(self._starting.discard)
         return proc
 
+    async def settle(self) -> None:
+        """Wait until every server restarting now is ready (or has given up): a drain that
+        began before a slow restart finished would count what the server holds as lost."""
+        while self._starting:
+            await asyncio.gather(*list(self._starting), return_exceptions=True)
+
     async def _until_ready(self, node: str, proc: ServerProcess) -> None:
         loop = asyncio.get_running_loop()
         for attempt in range(RESTART_TRIES):

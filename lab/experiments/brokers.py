@@ -1,0 +1,102 @@
+"""`lab brokers` and notebook 09: the real brokers beside the designs, in the live world —
+every peer under each of its durability settings (``Backend.promise_options``) and the
+designs' own option sets, under no fault, a burst, a pause, a split, a power loss and a
+kill -9; the verdict against each one's own promises, what was lost, duplicated and
+reordered, and put and end-to-end latency; then the answer in words, written from the
+table (never by hand).
+
+The runs are ``lab matrix --world live`` cells (one run at a time: live runs side by side
+would time each other); this module picks the cells, shapes the table and writes the words.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from lab.design.registry import is_peer, peers
+from lab.experiments.matrix import Matrix, run_matrix
+from lab.judge.summary import format_ns
+
+#: the faults of the question: none, a burst of reliable reads, a pause, a split, power loss, kill -9
+WORKLOADS = ("steady", "burst-reliable", "gc-pause", "net-split", "crash", "kill")
+DESIGNS = ("kestrel", "queuefka", "cassieq", "primer")
+LATENCIES = (("put", "p50_ns", "put p50"), ("put", "p99_ns", "put p99"), ("put", "p999_ns", "put p99.9"),
+             ("e2e", "p50_ns", "e2e p50"), ("e2e", "p99_ns", "e2e p99"), ("e2e", "p999_ns", "e2e p99.9"))
+COLUMNS = ("kind", "name", "setting", "workload", "verdict", "lost", "duplicated", "inversions",
+           *(label for _op, _q, label in LATENCIES), "reason")
+
+
+def run_brokers(brokers: Iterable[str] | None = None, designs: Iterable[str] = DESIGNS,
+                workloads: Iterable[str] = WORKLOADS, seeds: int = 1, out: str | Path | None = None,
+                progress: bool = True, echo: Callable[[str], None] = print) -> Matrix:
+    """Every broker (default: every peer installed) and design under every workload, live."""
+    chosen = list(brokers) if brokers is not None else peers()
+    return run_matrix(chosen + list(designs), list(workloads), seeds, out=out, progress=progress, echo=echo,
+                      world="live")
+
+
+def table(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The matrix's rows as the brokers' table: who (a broker or a design), with which
+    setting, under which workload; the verdict and the counts; latency in the steady phase
+    (before any fault), where the designs and brokers are compared on equal terms."""
+    out = []
+    for row in rows:
+        line = {"kind": "broker" if is_peer(row["backend"]) else "design", "name": row["backend"],
+                "setting": row["options"] or "defaults", "workload": row["scenario"], "verdict": row["verdict"],
+                "lost": int(row["lost"]), "duplicated": int(row["duplicated"]), "inversions": int(row["inversions"]),
+                "reason": row["reason"]}
+        for op, quantile, label in LATENCIES:
+            value = row.get(f"{op}_steady_{quantile}")
+            line[label] = None if value in (None, "") or value != value else float(value)
+        out.append(line)
+    return out
+
+
+def markdown(lines: list[dict[str, Any]]) -> str:
+    """The table as Markdown (README, notebook, `lab brokers`)."""
+    head = [c for c in COLUMNS if c not in ("kind", "reason")]
+    text = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for line in lines:
+        cells = [format_ns(line[c]) if c.startswith(("put ", "e2e ")) and line[c] is not None else
+                 "-" if line[c] is None else str(line[c]) for c in head]
+        text.append("| " + " | ".join(cells) + " |")
+    return "\n".join(text)
+
+
+def _who(line: Mapping[str, Any]) -> str:
+    return line["name"] if line["setting"] == "defaults" else f"{line['name']} {line['setting']}"
+
+
+def _names(lines: Iterable[Mapping[str, Any]]) -> str:
+    names = sorted({_who(line) for line in lines})
+    return ", ".join(names) if names else "none"
+
+
+def answer(lines: list[dict[str, Any]]) -> str:
+    """Two or three sentences of what the table shows, from its figures."""
+    brokers = [line for line in lines if line["kind"] == "broker"]
+    said = []
+    invalid = [line for line in lines if line["verdict"] == "invalid"]
+    if invalid:
+        said.append("Broken promises (INVALID): " + "; ".join(f"{_who(line)} under {line['workload']} ({line['reason']})"
+                                                          for line in invalid) + ".")
+    crash = [line for line in brokers if line["workload"] == "crash"]
+    if crash:
+        lossy = [line for line in crash if line["lost"] > 0]
+        said.append(f"Under a power loss the brokers that lost acknowledged messages were {_names(lossy)}"
+                    f"{' — each as its own setting allows' if lossy and all(line['verdict'] == 'allowed' for line in lossy) else ''}"
+                    f"; {_names(line for line in crash if line['lost'] == 0)} lost none.")
+    kill = [line for line in brokers if line["workload"] == "kill"]
+    if kill:
+        lossy = [line for line in kill if line["lost"] > 0]
+        duplicated = [line for line in kill if line["duplicated"] > 0]
+        said.append(f"A kill -9 (the page cache kept) lost {'nothing on any broker' if not lossy else 'messages on ' + _names(lossy)}"
+                    f"{'' if not duplicated else ', and ' + _names(duplicated) + ' delivered some twice'}.")
+    steady = [line for line in lines if line["workload"] == "steady" and line["put p50"] is not None]
+    if steady:
+        fastest = min(steady, key=lambda line: line["put p50"])
+        tail = min(steady, key=lambda line: line["put p99"] if line["put p99"] is not None else float("inf"))
+        said.append(f"With no fault the fastest put at p50 was {_who(fastest)} ({format_ns(fastest['put p50'])}), "
+                    f"and at p99 {_who(tail)} ({format_ns(tail['put p99'])}).")
+    return " ".join(said) if said else "No runs."
