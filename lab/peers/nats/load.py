@@ -3,8 +3,9 @@ a Locust user.
 
 nats-py is asyncio only, and a Locust user is a greenlet, so each process runs one private
 asyncio loop in a real OS thread (not a greenlet: Locust has monkey-patched ``threading``),
-waiting on the kernel's epoll (gevent's patched selector would not wake it), and a user's call hands its coroutine to that loop and waits for it without blocking the
-other users: on a gevent async watcher, which the loop's thread may signal (brokers.md §6).
+waiting on the kernel's epoll (gevent's patched selector would not wake it). A user's call
+hands its coroutine to that loop and waits for it without blocking the other users: on a
+gevent async watcher, which the loop's thread may signal (brokers.md §6).
 Outside gevent (a test, a plain thread) the wait is a ``threading.Event``.
 
 The operations are ``lab.peers.nats.driver.NatsClient``'s: put is ``js.publish`` and waits
