@@ -39,7 +39,7 @@ QUEUE_TYPES = ("classic", "quorum")
 SWITCH = ("on", "off")
 RESTART_S = 12.0  # the longest a restart was seen to take here (a loaded 2-core machine), and some
 PROBE_TIMEOUT_S = 10.0
-HEARTBEAT_S = 1  # AMQP heartbeat the clients ask for (the broker's default is 60 s)  # one ``rabbitmqctl await_startup``: a VM of its own starts for it
+HEARTBEAT_S = 1  # AMQP heartbeat the clients ask for (the broker's default is 60 s)
 
 
 def node_name(place: Place) -> str:
@@ -64,6 +64,7 @@ def environment(place: Place) -> dict[str, str]:
         "RABBITMQ_LOG_BASE": str(home / "log"),
         "RABBITMQ_PID_FILE": str(home / "pid"),
         "RABBITMQ_CONF_ENV_FILE": str(home / "no-rabbitmq-env.conf"),  # never /etc/rabbitmq's
+        "ERL_CRASH_DUMP": str(home / "erl_crash.dump"),  # a VM that fails writes here, not in the caller's folder
     }
 
 
@@ -79,7 +80,7 @@ def await_startup(place: Place, env: Mapping[str, str]) -> bool:
         pass  # refused while booting: the world asks again
     done = subprocess.run([str(BIN / "rabbitmqctl"), "-n", node_name(place), "await_startup", "--timeout", "5"],
                           env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                          timeout=PROBE_TIMEOUT_S, check=False)
+                          timeout=PROBE_TIMEOUT_S, check=False, cwd=place.home)
     return done.returncode == 0
 
 
@@ -249,9 +250,9 @@ class RabbitmqPeer(Peer):
 
     def __init__(self, world: Any, options: Mapping[str, Any] | None = None):
         super().__init__(world, options)
-        # after a crash the drain must outwait the restart (a node boots in seconds, more on a
-        # busy machine) and, for a quorum queue, the replay of its log, during which its count lags
-        self.recovery_s = RESTART_S + (4.0 if self.options["queue_type"] == "quorum" else 0.0)
+        # the drain starts once a restarted node is ready (the world settles first); a quorum
+        # queue then still replays its log, and its count lags meanwhile
+        self.recovery_s = 4.0 if self.options["queue_type"] == "quorum" else 1.0
 
     @classmethod
     def promises(cls, options: Mapping[str, Any], reliable: bool) -> Promises:
