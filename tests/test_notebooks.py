@@ -25,6 +25,8 @@ QUICK: dict[str, tuple[dict, bool]] = {
     "07-live-vs-sim.ipynb": ({"designs": ["ideal", "kestrel"], "scale": 0.25, "fractions": [0.5],
                               "ramp_duration": 0.5}, True),
     "08-load-tests.ipynb": ({"designs": ["kestrel", "queuefka"], "users": 4, "duration": 3.0}, True),
+    "09-real-brokers.ipynb": ({"brokers": ["redis", "beanstalkd"], "designs": ["kestrel"],
+                               "workloads": ["steady", "crash"]}, True),
 }
 
 
