@@ -356,3 +356,28 @@ def test_a_run_strikes_at_its_drawn_time_and_its_manifest_and_warnings_say_so(tm
     result = run(late, "ideal", "sim", seed=3, out=tmp_path / "late", progress=False)
     at = timed(late.faults, 3)[0].at
     assert result.warnings[0].startswith(f"fault 0 (pause at {at:g} s) never started") and 30 < at < 40
+
+
+def test_a_kill_keeps_what_a_crash_loses_in_the_sim_world(tmp_path):
+    """kill -9 with the machine up: the unsynced tail survives, so Kestrel with syncJournal=never
+    loses nothing; a crash (power loss) of the same run loses it, as the design allows."""
+    from lab.workloads.spec import load_workload
+
+    killed = run(load_workload("kill"), "kestrel", "sim", out=tmp_path / "kill", progress=False,
+                 options={"syncJournal": "never"})
+    assert killed.verdict.verdict == "valid" and killed.verdict.lost == 0, killed.verdict.line()
+    crash = dataclasses.replace(load_workload("kill"), faults=load_workload("crash").faults)
+    crashed = run(crash, "kestrel", "sim", out=tmp_path / "crash", progress=False, options={"syncJournal": "never"})
+    assert crashed.verdict.verdict == "allowed" and crashed.verdict.lost > 0, crashed.verdict.line()
+
+
+def test_a_crash_of_a_real_broker_is_refused_where_fuse_cannot_mount(monkeypatch):
+    """Without the power-loss file system a broker's crash would be a kill -9 in disguise:
+    refused before the run, in one line, pointing at kill."""
+    import lab.worlds.live.powerfs as powerfs
+    from lab.workloads.spec import load_workload
+
+    monkeypatch.setattr(powerfs, "unavailable", lambda: "no /dev/fuse")
+    line = fault_refusal(load_workload("crash"), "live", "redis")
+    assert line is not None and "no /dev/fuse" in line and "kill" in line
+    assert fault_refusal(load_workload("kill"), "live", "redis") is None

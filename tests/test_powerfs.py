@@ -216,3 +216,26 @@ def test_the_backing_folder_holds_the_files_after_stop(tmp_path):
         assert power.stats() == (0, 0)
     assert (tmp_path / "backing" / "d" / "f").read_bytes() == b"bytes"
     assert not mounted(tmp_path / "mnt")
+
+
+def test_a_delay_slows_every_sync_and_no_other_request(fs):
+    """The disk-delay fault on a broker: its fsyncs wait, its plain writes and reads do not."""
+    import time
+
+    f = fs.mountpoint / "slow"
+    _synced(f, b"x")
+    fs.delay(300_000_000)  # 0.3 s per sync
+    fd = os.open(f, os.O_WRONLY | os.O_APPEND)
+    try:
+        started = time.monotonic()
+        os.write(fd, b"y" * 100)
+        written = time.monotonic() - started
+        os.fsync(fd)
+        synced = time.monotonic() - started
+    finally:
+        os.close(fd)
+    assert written < 0.2 <= 0.3 <= synced
+    fs.delay(0)
+    started = time.monotonic()
+    _synced(f, b"z")
+    assert time.monotonic() - started < 0.2
