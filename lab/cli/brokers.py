@@ -10,14 +10,14 @@ from lab.cli.common import UsageError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from lab.experiments.brokers import DESIGNS, WORKLOADS
+    from lab.experiments.brokers import WORKLOADS
 
     p = sub.add_parser("brokers", help="the real brokers (Redis, RabbitMQ, NATS, beanstalkd) under each durability "
                                        "setting beside the designs, live, under the same faults: a table and its "
                                        "answer in words; exits 1 when a promise is broken")
     p.add_argument("--brokers", help="comma-separated peers (default: every real broker installed)")
-    p.add_argument("--designs", default=",".join(DESIGNS),
-                   help=f"comma-separated designs beside them (default {','.join(DESIGNS)}; '' for none)")
+    p.add_argument("--designs", help="comma-separated designs beside them (default: the lab's own but the in-memory "
+                                     "control; '' for none)")
     p.add_argument("--workloads", default=",".join(WORKLOADS), help=f"comma-separated (default {','.join(WORKLOADS)})")
     p.add_argument("--seeds", type=int, default=1, help="seeds per cell (default 1)")
     p.add_argument("--out", type=Path, help="output directory (default: results/runs/matrix-<time>)")
@@ -37,7 +37,7 @@ def cmd_brokers(args: argparse.Namespace) -> int:
         if not is_peer(name):
             raise UsageError(f"--brokers {name}: not a real broker (`lab backends` lists them: redis, rabbitmq, "
                              f"nats, beanstalkd)")
-    matrix = run_brokers(brokers, _names(args.designs) or [], _names(args.workloads), args.seeds, args.out,
+    matrix = run_brokers(brokers, _names(args.designs), _names(args.workloads), args.seeds, args.out,
                          not args.no_progress)
     lines = table(matrix.rows)
     text = markdown(lines) + "\n\n" + answer(lines) + "\n"

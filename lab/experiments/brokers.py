@@ -14,26 +14,31 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from lab.design.registry import is_peer, peers
+from lab.design.registry import CONTROL, is_peer, own, peers
 from lab.experiments.matrix import Matrix, run_matrix
 from lab.judge.summary import format_ns
 
 #: the faults of the question: none, a burst of reliable reads, a pause, a split, power loss, kill -9
 WORKLOADS = ("steady", "burst-reliable", "gc-pause", "net-split", "crash", "kill")
-DESIGNS = ("kestrel", "queuefka", "cassieq", "primer")
 LATENCIES = (("put", "p50_ns", "put p50"), ("put", "p99_ns", "put p99"), ("put", "p999_ns", "put p99.9"),
              ("e2e", "p50_ns", "e2e p50"), ("e2e", "p99_ns", "e2e p99"), ("e2e", "p999_ns", "e2e p99.9"))
 COLUMNS = ("kind", "name", "setting", "workload", "verdict", "lost", "duplicated", "inversions",
            *(label for _op, _q, label in LATENCIES), "reason")
 
 
-def run_brokers(brokers: Iterable[str] | None = None, designs: Iterable[str] = DESIGNS,
+def designs() -> list[str]:
+    """The designs beside the brokers: the lab's own, not the in-memory control."""
+    return [name for name in own() if name != CONTROL]
+
+
+def run_brokers(brokers: Iterable[str] | None = None, beside: Iterable[str] | None = None,
                 workloads: Iterable[str] = WORKLOADS, seeds: int = 1, out: str | Path | None = None,
                 progress: bool = True, echo: Callable[[str], None] = print) -> Matrix:
-    """Every broker (default: every peer installed) and design under every workload, live."""
+    """Every broker (default: every peer installed) and design (default: ``designs()``)
+    under every workload, live."""
     chosen = list(brokers) if brokers is not None else peers()
-    return run_matrix(chosen + list(designs), list(workloads), seeds, out=out, progress=progress, echo=echo,
-                      world="live")
+    chosen += list(beside) if beside is not None else designs()
+    return run_matrix(chosen, list(workloads), seeds, out=out, progress=progress, echo=echo, world="live")
 
 
 def table(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
