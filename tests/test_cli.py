@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.design.registry import REGISTRY, usable
+from lab.design.registry import usable
 
 SMALL = "name: small\nproducers: 2\nconsumers: 1\nrate: 1000\nduration: 0.5\nseed: 3\n"
 
