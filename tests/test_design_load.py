@@ -15,7 +15,7 @@ from lab.design.registry import REGISTRY
 from loadgen import client
 
 ROOT = Path(__file__).resolve().parents[1]
-WITH_CLIENTS = ["cassieq", "kestrel", "primer", "queuefka"]
+WITH_CLIENTS = ["beanstalkd", "cassieq", "kestrel", "nats", "primer", "queuefka", "rabbitmq", "redis"]
 
 
 def test_each_design_with_a_client_is_found_in_its_own_folder():

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Protocol
 if TYPE_CHECKING:
     from geventhttpclient import HTTPClient
 
-__all__ = ["Http", "LoadClient", "Refused", "Targets", "split_address"]
+__all__ = ["Http", "LoadClient", "Refused", "Targets", "split_address", "target"]
 
 #: each server node's named ports and their ``host:port`` addresses
 Targets = Mapping[str, Mapping[str, str]]
@@ -68,6 +68,16 @@ def split_address(address: str) -> tuple[str, int]:
     """``"host:port"`` as ``(host, port)``."""
     host, _, port = address.rpartition(":")
     return host, int(port)
+
+
+def target(targets: Targets, node: str, port: str, design: str) -> tuple[str, int]:
+    """Where node ``node``'s ``port`` is, as ``(host, port)``: a design with one server node
+    reads it thus; ValueError, naming what it needs, when ``targets`` lacks it."""
+    try:
+        return split_address(targets[node][port])
+    except KeyError:
+        raise ValueError(f"{design}'s load client needs targets {{{node!r}: {{{port!r}: host:port}}}}, "
+                         f"got {dict(targets)!r}") from None
 
 
 class Http:

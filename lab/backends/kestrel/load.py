@@ -41,7 +41,7 @@ from pymemcache.exceptions import (MemcacheClientError, MemcacheServerError, Mem
                                   MemcacheUnknownCommandError, MemcacheUnknownError)
 
 from lab.backends.kestrel.client import KestrelMemcacheClient
-from lab.design.load import LoadClient, Refused, Targets, split_address
+from lab.design.load import LoadClient, Refused, Targets, target
 
 NODE, PORT = "kestrel", "memcache"
 PORTS = (PORT,)  # a server node's ports the client uses
@@ -276,13 +276,9 @@ def make_client(targets: Targets, options: dict, reliable: bool, user: int, batc
     """A client of the ``kestrel`` node's ``memcache`` port (Kestrel has one server);
     ``batch > 1`` is the monitor/confirm consumer (``KestrelBatchClient``), as ``check`` allows."""
     check(options, reliable, batch)
-    try:
-        address = targets[NODE][PORT]
-    except KeyError:
-        raise ValueError(f"kestrel's load client needs targets {{{NODE!r}: {{{PORT!r}: host:port}}}}, "
-                         f"got {dict(targets)!r}") from None
+    address = target(targets, NODE, PORT, "kestrel")
     timeout = float(options.get("timeout") or DEFAULT_TIMEOUT)
     if batch > 1:
-        return KestrelBatchClient(split_address(address), timeout, batch)
+        return KestrelBatchClient(address, timeout, batch)
     wait_ms = int(options.get("get_wait_ms", GET_WAIT_MS))
-    return KestrelLoadClient(split_address(address), reliable, timeout, wait_ms)
+    return KestrelLoadClient(address, reliable, timeout, wait_ms)

@@ -24,7 +24,7 @@ from typing import Any
 
 import greenstalk
 
-from lab.design.load import LoadClient, Refused, Targets, split_address
+from lab.design.load import LoadClient, Refused, Targets, target
 
 NODE, PORT = "beanstalkd", "beanstalkd"
 PORTS = (PORT,)  # a server node's ports the client uses
@@ -114,11 +114,7 @@ class BeanstalkdLoadClient:
 
 def make_client(targets: Targets, options: dict, reliable: bool, user: int) -> LoadClient:
     """A client of the ``beanstalkd`` node's port (one server)."""
-    try:
-        address = targets[NODE][PORT]
-    except KeyError:
-        raise ValueError(f"beanstalkd's load client needs targets {{{NODE!r}: {{{PORT!r}: host:port}}}}, "
-                         f"got {dict(targets)!r}") from None
+    address = target(targets, NODE, PORT, "beanstalkd")
     timeout = float(options.get("timeout") or DEFAULT_TIMEOUT)
     ttr = int(options.get("ttr") or DEFAULT_TTR)
-    return BeanstalkdLoadClient(split_address(address), reliable, timeout, ttr)
+    return BeanstalkdLoadClient(address, reliable, timeout, ttr)

@@ -22,7 +22,7 @@ import sys
 from typing import Any, Awaitable, Callable
 
 from lab.design import Rejected, Unreachable
-from lab.design.load import LoadClient, Refused, Targets, split_address
+from lab.design.load import LoadClient, Refused, Targets, target
 
 NODE, PORT = "nats", "client"
 PORTS = (PORT,)  # a server node's ports the client uses
@@ -189,9 +189,5 @@ class NatsLoadClient:
 
 def make_client(targets: Targets, options: dict, reliable: bool, user: int) -> LoadClient:
     """A client of the ``nats`` node's ``client`` port (one server)."""
-    try:
-        address = targets[NODE][PORT]
-    except KeyError:
-        raise ValueError(f"nats's load client needs targets {{{NODE!r}: {{{PORT!r}: host:port}}}}, "
-                         f"got {dict(targets)!r}") from None
-    return NatsLoadClient(split_address(address), options, reliable)
+    address = target(targets, NODE, PORT, "nats")
+    return NatsLoadClient(address, options, reliable)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lab.design.load import LoadClient, Refused, Targets, split_address
+from lab.design.load import LoadClient, Refused, Targets, target
 
 NODE, PORT = "rabbitmq", "amqp"
 PORTS = (PORT,)
@@ -108,12 +108,8 @@ class RabbitmqLoadClient:
 
 def make_client(targets: Targets, options: dict, reliable: bool, user: int) -> LoadClient:
     """A client of the ``rabbitmq`` node's ``amqp`` port, with the peer's options."""
-    try:
-        address = targets[NODE][PORT]
-    except KeyError:
-        raise ValueError(f"rabbitmq's load client needs targets {{{NODE!r}: {{{PORT!r}: host:port}}}}, "
-                         f"got {dict(targets)!r}") from None
+    address = target(targets, NODE, PORT, "rabbitmq")
     timeout = float(options.get("timeout") or DEFAULT_TIMEOUT)
-    return RabbitmqLoadClient(split_address(address), reliable, timeout,
+    return RabbitmqLoadClient(address, reliable, timeout,
                               confirms=options.get("confirms", "on") == "on",
                               persistent=options.get("persistent", "on") == "on")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from lab.design.load import LoadClient, Refused, Targets, split_address
+from lab.design.load import LoadClient, Refused, Targets, target
 
 NODE, PORT = "redis", "redis"
 PORTS = (PORT,)
@@ -21,12 +21,12 @@ BLOCK_MS = 10  # how long an empty read waits on the server, so a consumer does 
 
 
 class RedisLoadClient:
-    def __init__(self, address: str, options: dict[str, Any], reliable: bool, user: int):
+    def __init__(self, address: tuple[str, int], options: dict[str, Any], reliable: bool, user: int):
         import redis
         from redis.backoff import NoBackoff
         from redis.retry import Retry
 
-        host, port = split_address(address)
+        host, port = address
         timeout = float(options.get("timeout", 1.0))
         self.redis = redis.Redis(host=host, port=port, socket_timeout=timeout + BLOCK_MS / 1000,
                                  socket_connect_timeout=timeout, single_connection_client=True,
@@ -92,5 +92,4 @@ def _body(fields: Any) -> bytes:
 
 
 def make_client(targets: Targets, options: dict, reliable: bool, user: int) -> LoadClient:
-    node = targets.get(NODE) or next(iter(targets.values()))
-    return RedisLoadClient(node[PORT], options, reliable, user)
+    return RedisLoadClient(target(targets, NODE, PORT, "redis"), options, reliable, user)
