@@ -6,7 +6,6 @@ round trip against a running broker."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 from pathlib import Path
 
@@ -14,39 +13,15 @@ import pytest
 
 from lab.design import BadOption
 from lab.design.peer import MissingBinary
-from lab.experiments.runner import run
 from lab.peers.beanstalkd.driver import BeanstalkdPeer, fsync_flags
-from lab.workloads.spec import load_workload
+from tests import peer_support
 
 pytestmark = pytest.mark.skipif(not Path("/usr/bin/beanstalkd").exists() and not Path("/usr/sbin/beanstalkd").exists(),
                                 reason="beanstalkd is not installed (apt-get install beanstalkd)")
 
 
-def broker_pids() -> set[int]:
-    """Every beanstalkd process on the machine."""
-    pids = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                argv = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:  # gone meanwhile
-                continue
-            if argv and argv[0].endswith(b"beanstalkd"):
-                pids.add(int(entry.name))
-    return pids
-
-
-def broker_mounts() -> set[str]:
-    """Mount points of a beanstalkd node's data dir (the power-loss file system)."""
-    return {line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()
-            if "/beanstalkd/data" in line.split()[1]}
-
-
 def live(workload: str, tmp_path: Path, duration: float | None = None, **options):
-    w = load_workload(workload)
-    if duration is not None:
-        w = dataclasses.replace(w, duration=duration)
-    return run(w, "beanstalkd", "live", out=tmp_path / workload, progress=False, options=options)
+    return peer_support.live("beanstalkd", workload, tmp_path, duration, **options)
 
 
 def test_fsync_takes_its_flags_values_and_says_what_it_allows():
@@ -76,12 +51,12 @@ def test_promises_follow_the_fsync_setting():
 
 
 def test_a_no_fault_run_is_valid_and_leaves_nothing_behind(tmp_path: Path):
-    pids, mounts = broker_pids(), broker_mounts()
+    pids, mounts = peer_support.processes(b"beanstalkd"), peer_support.mounts("beanstalkd")
     result = live("steady", tmp_path, duration=2.0)
     assert result.verdict.verdict == "valid", result.verdict.line()
     assert result.verdict.lost == 0 and result.verdict.ok > 500
-    assert broker_pids() - pids == set()
-    assert broker_mounts() - mounts == set()
+    assert peer_support.processes(b"beanstalkd") - pids == set()
+    assert peer_support.mounts("beanstalkd") - mounts == set()
 
 
 def test_a_power_loss_under_fsync_0_loses_nothing_acknowledged(tmp_path: Path):
@@ -163,7 +138,7 @@ def test_the_locust_client_puts_gets_acks_and_releases(tmp_path: Path):
         finally:
             await peer.stop()
 
-    pids = broker_pids()
+    pids = peer_support.processes(b"beanstalkd")
     world.run(main)
-    assert broker_pids() - pids == set()
-    assert not any(str(tmp_path) in mount for mount in broker_mounts())
+    assert peer_support.processes(b"beanstalkd") - pids == set()
+    assert not any(str(tmp_path) in mount for mount in peer_support.mounts("beanstalkd"))
