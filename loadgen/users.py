@@ -62,9 +62,12 @@ class Measure:
 
     def __exit__(self, kind, error, traceback) -> bool:
         latency = time.perf_counter_ns() - self.start_perf
-        if error is not None and not isinstance(error, Exception):
-            return False  # greenlet killed at the run's end, KeyboardInterrupt: not an outcome
-        if error is None:
+        interrupted = error is not None and not isinstance(error, Exception)
+        if interrupted:  # the greenlet killed at the run's end (or Ctrl-C): the request may have
+            # reached the server all the same (a put waiting for its confirm), so it is recorded,
+            # its outcome unknown; then the interruption goes on
+            outcome, text = "info", f"interrupted ({type(error).__name__}) before its reply"
+        elif error is None:
             outcome, text = ("fail", "empty") if self.empty else ("ok", None)
         else:
             outcome, text = ("fail" if isinstance(error, Refused) else "info"), f"{type(error).__name__}: {error}"[:200]
@@ -74,6 +77,8 @@ class Measure:
         self.user.environment.events.request.fire(
             request_type=self.op, name=name, response_time=latency / 1e6, response_length=self.bytes,
             exception=error, context={"lab": row})
+        if interrupted:
+            return False
         if error is not None:  # a server that is down refuses at once: a client pauses before it tries again
             self.user.pause(ERROR_PAUSE)
         return True  # recorded: the user goes on, as Locust's own measure does

@@ -234,11 +234,15 @@ def _check(rows: list[dict], reliable: bool) -> None:
     latencies = [r["latency_ns"] for r in rows]
     assert latencies and all(latency > 0 for latency in latencies)
     assert any(latency % 1_000_000 for latency in latencies), "latencies rounded to milliseconds"
+    # a request cut short by the run's end is recorded, its outcome unknown (it may have been done)
+    cut = [r for r in rows if r["outcome"] == "info" and (r["error"] or "").startswith("interrupted")]
+    assert len(cut) <= 4  # one per user at most
+    rows = [r for r in rows if r not in cut]
     puts = [r for r in rows if r["op"] == "put"]
     assert len(puts) > 20 and all(r["outcome"] == "ok" for r in puts), {r["error"] for r in puts}
     delivered = [r for r in rows if r["op"] == "get" and r["outcome"] == "ok"]
     assert len(delivered) > 20
-    assert {r["msg_id"] for r in delivered} <= {r["msg_id"] for r in puts}  # only what was put comes out
+    assert {r["msg_id"] for r in delivered} <= {r["msg_id"] for r in puts + cut}  # only what was put comes out
     gets = [r for r in rows if r["op"] == "get"]
     assert all(r["outcome"] in ("ok", "fail") and (r["outcome"] == "ok" or r["error"] == "empty") for r in gets)
     acks = [r for r in rows if r["op"] == "ack"]

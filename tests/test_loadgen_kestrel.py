@@ -303,13 +303,17 @@ def _check_common(rows: list[dict]) -> tuple[set[str], list[dict]]:
     latencies = [r["latency_ns"] for r in rows]
     assert all(latency > 0 for latency in latencies)
     assert any(latency % 1_000_000 for latency in latencies), "latencies rounded to milliseconds"
+    # a request cut short by the run's end is recorded, its outcome unknown (it may have been done)
+    cut = [r for r in rows if r["outcome"] == "info" and (r["error"] or "").startswith("interrupted")]
+    assert len(cut) <= 4  # one per user at most
     puts = [r for r in rows if r["op"] == "put"]
-    assert len(puts) > 100 and all(r["outcome"] == "ok" for r in puts)
+    assert len(puts) > 100 and all(r["outcome"] == "ok" for r in puts if r not in cut)
     put_ids = {r["msg_id"] for r in puts}
     delivered = [r for r in rows if r["op"] == "get" and r["outcome"] == "ok"]
     assert len(delivered) > 100
-    assert {r["msg_id"] for r in delivered} <= put_ids  # only what was put comes out
-    assert all(r["outcome"] in ("ok", "fail") for r in rows if r["op"] == "get")  # fail = empty, never unknown
+    assert {r["msg_id"] for r in delivered} <= put_ids  # only what was put comes out (or cut putting it)
+    # fail = empty, never unknown but for the cut
+    assert all(r["outcome"] in ("ok", "fail") for r in rows if r["op"] == "get" and r not in cut)
     return put_ids, delivered
 
 
