@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from lab.cli import main
-from lab.experiments.brokers import answer, markdown, table
+from lab.experiments.brokers import answer, grid, markdown, table
 from lab.experiments.matrix import plan, scenarios_named
 from lab.workloads.errors import WorkloadError
 
@@ -31,12 +31,13 @@ def test_the_answer_is_written_from_the_figures():
     words = answer(lines)
     assert ("brokers that lost acknowledged messages were redis appendfsync=no — each as its own setting allows; "
             "redis appendfsync=always lost none") in words
-    assert "A kill -9 (the page cache kept) lost nothing on any broker, and beanstalkd fsync=never delivered some twice" in words
+    assert "A kill -9 (the page cache kept) lost nothing on any broker; beanstalkd fsync=never delivered some twice." in words
     assert "fastest put at p50 was kestrel syncJournal=never (400 µs)" in words
     assert "INVALID" not in words
     lines[0]["verdict"], lines[0]["reason"] = "invalid", "a promise broken"
     assert answer(lines).startswith("Broken promises (INVALID): redis appendfsync=no under crash (a promise broken).")
     assert markdown(lines).count("\n") == len(lines) + 1  # a header, a rule, a line per row
+    assert "| redis appendfsync=always | valid 0/0 | - | valid 0/0 | 2 ms / 9 ms | 2 ms / 9 ms |" in grid(lines)
 
 
 def test_a_broker_is_refused_in_the_sim_world_before_any_run():

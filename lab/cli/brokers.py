@@ -30,7 +30,7 @@ def _names(text: str | None) -> list[str] | None:
 
 def cmd_brokers(args: argparse.Namespace) -> int:
     from lab.design.registry import is_peer
-    from lab.experiments.brokers import answer, markdown, run_brokers, table
+    from lab.experiments.brokers import answer, grid, markdown, run_brokers, table
 
     brokers = _names(args.brokers)
     for name in brokers or []:
@@ -40,7 +40,7 @@ def cmd_brokers(args: argparse.Namespace) -> int:
     matrix = run_brokers(brokers, _names(args.designs), _names(args.workloads), args.seeds, args.out,
                          not args.no_progress)
     lines = table(matrix.rows)
-    text = markdown(lines) + "\n\n" + answer(lines) + "\n"
+    text = grid(lines) + "\n\n" + answer(lines) + "\n\n" + markdown(lines) + "\n"
     (matrix.directory / "brokers.md").write_text(text)
     print()
     print(text)

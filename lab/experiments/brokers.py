@@ -69,6 +69,25 @@ def markdown(lines: list[dict[str, Any]]) -> str:
     return "\n".join(text)
 
 
+def grid(lines: list[dict[str, Any]]) -> str:
+    """One row per broker or design and setting: the verdict and lost/duplicated under each
+    workload, then put and end-to-end p50 / p99 with no fault (the steady workload)."""
+    workloads = list(dict.fromkeys(line["workload"] for line in lines))
+    rows: dict[str, dict[str, Any]] = {}
+    for line in lines:
+        row = rows.setdefault(_who(line), {})
+        row[line["workload"]] = f"{line['verdict']} {line['lost']}/{line['duplicated']}"
+        if line["workload"] == "steady":
+            row["steady put"] = " / ".join(format_ns(line[q]) if line[q] is not None else "-" for q in ("put p50", "put p99"))
+            row["steady e2e"] = " / ".join(format_ns(line[q]) if line[q] is not None else "-" for q in ("e2e p50", "e2e p99"))
+    head = [*workloads, "steady put p50 / p99", "steady e2e p50 / p99"]
+    text = ["| | " + " | ".join(head) + " |", "|---|" + "---|" * len(head)]
+    for who, row in rows.items():
+        cells = [row.get(w, "-") for w in workloads] + [row.get("steady put", "-"), row.get("steady e2e", "-")]
+        text.append(f"| {who} | " + " | ".join(cells) + " |")
+    return "\n".join(text)
+
+
 def _who(line: Mapping[str, Any]) -> str:
     return line["name"] if line["setting"] == "defaults" else f"{line['name']} {line['setting']}"
 
@@ -96,8 +115,9 @@ def answer(lines: list[dict[str, Any]]) -> str:
     if kill:
         lossy = [line for line in kill if line["lost"] > 0]
         duplicated = [line for line in kill if line["duplicated"] > 0]
-        said.append(f"A kill -9 (the page cache kept) lost {'nothing on any broker' if not lossy else 'messages on ' + _names(lossy)}"
-                    f"{'' if not duplicated else ', and ' + _names(duplicated) + ' delivered some twice'}.")
+        said.append("A kill -9 (the page cache kept) lost "
+                    + (f"acknowledged messages on {_names(lossy)} only" if lossy else "nothing on any broker")
+                    + (f"; {_names(duplicated)} delivered some twice" if duplicated else "") + ".")
     steady = [line for line in lines if line["workload"] == "steady" and line["put p50"] is not None]
     if steady:
         fastest = min(steady, key=lambda line: line["put p50"])
