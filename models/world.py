@@ -164,31 +164,24 @@ class SimWorld:
 
         With ``tear``, a random prefix of each file's unsynced tail survives (a torn write).
         """
+        if self.kill(name):
+            self.nodes[name].disk.crash(tear)
+
+    def kill(self, name: str) -> bool:
+        """Kill -9 ``name`` and keep its machine up: its memory is gone, and what it wrote
+        and did not fsync survives (the page cache), so the next incarnation reads it.
+        Whether it was up (a node already down is only held down longer)."""
         node = self.nodes[name]
         node.crashes += 1
         if not node.up:
-            return
+            return False
         node.up = False
         node.runtime.kill()
-        node.disk.crash(tear)
         if node.paused:  # a crash ends every pause: the next incarnation starts running
             node.pauses = 0
             node.paused = False
             node.resumed.succeed()
-
-    def kill(self, name: str) -> None:
-        """Kill -9 ``name`` and keep its machine up: its memory is gone, and what it wrote
-        and did not fsync survives (the page cache), so the next incarnation reads it."""
-        node = self.nodes[name]
-        node.crashes += 1
-        if not node.up:
-            return
-        node.up = False
-        node.runtime.kill()
-        if node.paused:
-            node.pauses = 0
-            node.paused = False
-            node.resumed.succeed()
+        return True
 
     def destroy_disk(self, name: str) -> int:
         """The machine of ``name`` crashes (as ``crash``) and its disk is destroyed: every

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.design.peer import Launch, Place
-from lab.worlds.live.processes import STOP_TIMEOUT, die_with_parent
+from lab.worlds.live.processes import STOP_TIMEOUT, die_with_parent, log_since
 
 log = logging.getLogger(__name__)
 
@@ -271,9 +271,5 @@ class ExternalProcess:
                            stderr=subprocess.DEVNULL, timeout=STOP_TIMEOUT, check=False)
 
     def log(self) -> str:
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(self._log_from)
-                return f.read().decode(errors="replace")
-        except FileNotFoundError:
-            return ""
+        """What the broker wrote since its current start (stdout and stderr)."""
+        return log_since(self.log_path, self._log_from)

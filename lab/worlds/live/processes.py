@@ -54,6 +54,16 @@ def parse_ready(line: str) -> tuple[str, dict[str, int]] | None:
     return m.group(1), {name: int(port) for name, port in (part.split("=") for part in m.group(2).split())}
 
 
+def log_since(path: Path, offset: int) -> str:
+    """What a server's log file holds from ``offset`` on (its current start's part)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
 def die_with_parent():
     """A preexec_fn that sets the parent-death signal, or None off Linux. libc is looked up
     here, before the fork: the child runs only the foreign call."""
@@ -243,12 +253,7 @@ class ServerProcess:
 
     def log(self) -> str:
         """What the current (or last) process wrote to stderr."""
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(self._log_from)
-                return f.read().decode(errors="replace")
-        except FileNotFoundError:
-            return ""
+        return log_since(self.log_path, self._log_from)
 
 
 def _readline(proc: subprocess.Popen, timeout: float) -> str | None:
