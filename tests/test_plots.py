@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from lab.design.registry import REGISTRY
+from lab.design.registry import REGISTRY, SPARE_COLOURS
 from lab.present.plots import latency_figure
 from lab.present.plots_style import WORLD_STYLES, colour
 
@@ -59,7 +59,8 @@ def test_every_chart_draws_a_design_in_one_colour_and_a_world_in_one_line_style(
             assert line.get_color() == colour(design) and line.get_linestyle() == WORLD_STYLES[world]
     assert WORLD_STYLES == {"sim": "--", "live": "-"} and colour("ideal") == "#7f7f7f"
     own = [name for name in REGISTRY if REGISTRY[name].colour is None]  # each declares its own, in its Backend
-    assert len({colour(name) for name in own}) == len(own) >= 5  # one colour per design
+    assert len({colour(name) for name in own}) == len(own) >= 9  # one colour per design and broker
+    assert not {colour(name) for name in own} & set(SPARE_COLOURS)  # the spares stay free for plug-ins
     assert colour("newcomer") == colour("newcomer") and colour("newcomer") not in {colour(name) for name in own}
 
 

@@ -223,7 +223,7 @@ def _kinds(world: str) -> list[tuple[str, str]]:
     return [(world, kind) for kind in world_class(world).fault_kinds]
 
 
-FAULT_FIELDS = {"pause": {}, "crash": {}, "partition": {"target": "clients"}, "link-delay": {"ms": 20},
+FAULT_FIELDS = {"pause": {}, "crash": {}, "kill": {}, "partition": {"target": "clients"}, "link-delay": {"ms": 20},
                 "loss": {"p": 0.3, "target": "servers"}, "disk-delay": {"ms": 20}, "gc": {}, "late-writes": {}, "disk-loss": {}}
 
 

@@ -230,7 +230,7 @@ class BeanstalkdClient(QueueClient):
 
 class BeanstalkdPeer(Peer):
     name = "beanstalkd"
-    colour = "#8c564b"
+    colour = "#000080"
     summary = "beanstalkd tubes (put, reserve, delete, release; the job's time-to-run as the lease), binlog"
     binary, package = "beanstalkd", "beanstalkd"
     ports = ("beanstalkd",)

@@ -233,7 +233,7 @@ class NatsClient(QueueClient):
 
 class NatsPeer(Peer):
     name = "nats"
-    colour = "#2ca02c"
+    colour = "#1b9e77"
     summary = ("NATS JetStream: a work-queue stream per queue, file storage, an explicit-ack pull consumer "
                "(AckWait lease)")
     binary, package = "nats-server", "nats-server"

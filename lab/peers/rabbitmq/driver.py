@@ -230,7 +230,7 @@ class RabbitmqClient(QueueClient):
 
 class RabbitmqPeer(Peer):
     name = "rabbitmq"
-    colour = "#ff7f0e"
+    colour = "#b35806"
     summary = "RabbitMQ with durable classic or quorum queues, publisher confirms and manual acks (aio-pika)"
     binary, package = "rabbitmq-server", "rabbitmq-server"
     ports = ("amqp", "dist", "epmd")

@@ -145,7 +145,7 @@ def _field(fields: Any) -> bytes:
 
 class RedisPeer(Peer):
     name = "redis"
-    colour = "#d62728"
+    colour = "#8b0000"  # dark red: queuefka has red
     summary = "Redis Streams with a consumer group (XREADGROUP, XACK; XAUTOCLAIM as the lease), append-only file"
     binary, package = "redis-server", "redis-server"
     ports = ("redis",)
