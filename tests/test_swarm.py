@@ -187,14 +187,14 @@ def stale_design(monkeypatch) -> str:
 
 
 def crash_seeds(backend: str, tiny: Path, count: int, faults_at_least: int = 1) -> list[int]:
-    """The first seeds whose schedule crashes the server among ``faults_at_least`` faults or more:
+    """The first seeds whose schedule crashes or kills the server among ``faults_at_least`` faults or more:
     every client then waits out a timeout, so the restarted server sees a quiet spell."""
     base = swarm_draw.base_workload(tiny)
     window, kinds = swarm_draw.load_window(base), swarm_draw.world_kinds("sim")
     cast = swarm_draw.cast_of(backend, {}, base)
     schedules = ((seed, swarm_draw.draw_schedule(seed, window, kinds, cast)) for seed in range(1, 1000))
     return [seed for seed, entries in schedules
-            if len(entries) >= faults_at_least and any(e["fault"] == "crash" for e in entries)][:count]
+            if len(entries) >= faults_at_least and any(e["fault"] in ("crash", "kill") for e in entries)][:count]
 
 
 def test_the_swarm_finds_the_deliberate_bug_replays_each_finding_and_shrinks_it(stale_design, tmp_path, tiny,

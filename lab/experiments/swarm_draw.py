@@ -103,6 +103,7 @@ def _late_writes(rng: random.Random, cast: Cast) -> dict[str, Any]:
 FIELD_DRAWS: dict[str, FieldDraw] = {
     "pause": lambda rng, cast: {"target": rng.choice(["servers", "server", "clients", "all", "one", *cast.all])},
     "crash": lambda rng, cast: {"target": _servers(rng, cast), **({"tear": True} if rng.random() < 0.3 else {})},
+    "kill": lambda rng, cast: {"target": _servers(rng, cast)},
     "partition": _partition,
     "link-delay": _link_delay,
     "loss": lambda rng, cast: {"target": _anyone(rng, cast), "p": rng.choice((0.01, 0.05, 0.1, 0.3, 0.6, 1.0))},
