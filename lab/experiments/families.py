@@ -36,7 +36,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "net-splits": ("partition",),
     "gc-pauses": ("gc", "pause"),
     "delayed-writes": ("late-writes", "disk-delay", "link-delay"),
-    "crashes": ("crash", "disk-loss"),  # a disk loss is a crash that also destroys the disk
+    "crashes": ("crash", "kill", "disk-loss"),  # a kill is a crash the page cache survives; a disk loss one that also destroys the disk
 }
 #: A scenario that mixes families belongs to the first of these it has a fault of: the most
 #: drastic fault is what it shows (a crash during a slow disk is a crash scenario).
