@@ -95,7 +95,7 @@ async def _quiet(*_args: Any) -> None:
 
 #: seconds between the client's PINGs, and how many may go unanswered before it gives the
 #: connection up: nats-py's own 120 s x 2 would leave a client on a dead link for minutes
-#: (the lab's proxy keeps the client's side open when the broker's side is reset)
+#: (a partition that holds the bytes, a paused broker), far past a run's length
 PING_S, PINGS_OUT = 1, 2
 
 

@@ -37,7 +37,8 @@ from lab.design.peer import Launch, MissingBinary, Peer, Place
 BIN = Path("/usr/lib/rabbitmq/bin")
 QUEUE_TYPES = ("classic", "quorum")
 SWITCH = ("on", "off")
-RESTART_S = 12.0  # the longest a restart was seen to take here (a loaded 2-core machine), and some
+RESTART_S = 12.0  # the longest a restart was seen to take here (a loaded 2-core machine), and some:
+# how long after a crash heals a publish without confirms may still have gone nowhere
 PROBE_TIMEOUT_S = 10.0
 HEARTBEAT_S = 1  # AMQP heartbeat the clients ask for (the broker's default is 60 s)
 
@@ -110,8 +111,8 @@ class RabbitmqClient(QueueClient):
         await self._drop()
         try:
             # aio_pika.connect, not connect_robust: a reconnect that replays a publish duplicates it
-            # short heartbeats: a connection whose broker died is noticed (aiormq closes it after
-            # three missed ones) even where no TCP reset reaches the client (through a proxy)
+            # short heartbeats: a connection whose broker stopped answering (paused, cut off by a
+            # partition that holds the bytes) is noticed (aiormq closes it after three missed ones)
             self.connection = await aio_pika.connect(host=self.host, port=self.port, timeout=self.timeout,
                                                      heartbeat=HEARTBEAT_S)
             self.channel = await asyncio.wait_for(self.connection.channel(publisher_confirms=self.confirms),

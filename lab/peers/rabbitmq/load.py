@@ -21,7 +21,7 @@ from lab.design.load import LoadClient, Refused, Targets, target
 NODE, PORT = "rabbitmq", "amqp"
 PORTS = (PORT,)
 DEFAULT_TIMEOUT = 1.0
-HEARTBEAT_S = 5  # a dead broker behind a proxy is noticed even without a reset
+HEARTBEAT_S = 5  # a broker that stopped answering (paused, partitioned) is noticed
 
 
 class RabbitmqLoadClient:
