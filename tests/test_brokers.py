@@ -48,3 +48,13 @@ def test_a_broker_is_refused_in_the_sim_world_before_any_run():
 def test_lab_brokers_refuses_a_design_named_as_a_broker(capsys):
     assert main(["brokers", "--brokers", "kestrel", "--no-progress"]) == 2
     assert "--brokers kestrel: not a real broker" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["conform", "redis", "--quick"], "redis is a real broker, not a design"),
+    (["run", "steady", "--backend", "redis"], "runs in the live world(s), not 'sim' (--world live)"),
+    (["swarm", "--backend", "redis", "--seeds", "1..2"], "does not run in the sim world (it runs in: live)"),
+])
+def test_a_broker_asked_for_a_sim_world_command_is_one_line(argv, says, capsys):
+    assert main(argv) == 2
+    assert says in capsys.readouterr().err

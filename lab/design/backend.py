@@ -30,6 +30,11 @@ from lab.design.runtime import Boot, RemoteError, Runtime, Unreachable, World
 from lab.design.service import ServiceModel
 
 
+class UnknownBackend(ValueError):
+    """No usable design by that name (never installed, or installed and refused: the message
+    says which, and why), or one asked for in a world it does not run in."""
+
+
 class Rejected(Exception):
     """The backend definitely refused the operation (full queue, bad request, ...)."""
 
@@ -97,7 +102,8 @@ class Backend(ABC):
 
     def __init__(self, world: World, options: Mapping[str, Any] | None = None):
         if world.kind not in self.worlds:
-            raise UnknownBackend(f"backend {self.name!r} does not run in the {world.kind} world")
+            raise UnknownBackend(f"backend {self.name!r} does not run in the {world.kind} world (it runs in: "
+                                 f"{', '.join(self.worlds)})")
         self.world = world
         self.options = self.check_options(options, world.kind)
 

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from lab.design.backend import UnknownBackend
+
 if TYPE_CHECKING:
     from lab.design.backend import Backend
 
@@ -41,11 +43,6 @@ ORDER = (CONTROL, "kestrel", "queuefka", "cassieq", "primer", "redis", "rabbitmq
 SPARE_COLOURS = ("#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
 # a name every command line, file name and chart legend can carry as it is
 NAME = re.compile(r"[a-z][a-z0-9_-]{0,39}")
-
-
-class UnknownBackend(ValueError):
-    """No usable design by that name: never installed, or installed and refused (the message
-    says which, and why)."""
 
 
 @dataclass(frozen=True)

@@ -123,7 +123,8 @@ def run(
     cls = backend_class(backend)
     options = cls.check_options(options, world)
     if world not in cls.worlds:
-        raise WorkloadError(f"backend {backend!r} runs in the {' and '.join(cls.worlds)} world(s), not {world!r}")
+        raise WorkloadError(f"backend {backend!r} runs in the {' and '.join(cls.worlds)} world(s), not {world!r}"
+                            + (" (--world live)" if cls.worlds == ("live",) else ""))
     refusal = fault_refusal(workload, world, backend)
     if refusal is not None:
         raise WorkloadError(f"{workload.source}: {refusal}")

@@ -58,10 +58,15 @@ def conform(name: str, quick: bool = False, only: Iterable[str] | None = None, j
             echo: Callable[[str], None] = print) -> Report:
     """Run the checks on design ``name`` (``quick``: the static, determinism, no-fault and
     server checks only; ``only``: those checks by name) and return the checklist.
-    UnknownBackend for a design that is not installed; ValueError for an unknown check."""
-    from lab.design.registry import backend_class
+    UnknownBackend for a design that is not installed, or a real broker (it has no core to
+    hold to the two worlds: ``tests/test_peer_*.py`` check the brokers); ValueError for an
+    unknown check."""
+    from lab.design.registry import UnknownBackend, backend_class, is_peer
 
     cls = backend_class(name)
+    if is_peer(name):
+        raise UnknownBackend(f"{name} is a real broker, not a design: lab conform holds a design's core to both "
+                             f"worlds; run a broker with lab run --world live, lab brokers or lab matrix --world live")
     chosen = _chosen(quick, only)
     report = Report(name, quick=quick)
     started = time.monotonic()
