@@ -87,7 +87,7 @@ def ends(samples):
 def test_scenarios_are_short_named_by_family_and_leave_a_healed_phase():
     standard = {p.stem for p in standard_workload_files()}
     families = ("split-", "gc-", "fsync-", "ack-before-durable-", "late-", "replication-", "crash-", "disk-loss-",
-                "backlog-")
+                "backlog-", "kill")
     assert len(SCENARIOS) >= 16
     for name in SCENARIOS:
         path = SCENARIO_DIR / f"{name}.yaml"

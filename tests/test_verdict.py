@@ -128,7 +128,7 @@ def test_each_design_declares_its_durability_per_option_set():
     assert lose_under("kestrel", {"syncJournal": "always"}, reliable=False) == [ANY_FAULT, "disk-loss"]  # at-most-once
     assert lose_under("queuefka", {}) == lose_under("queuefka", {"fsync": "1000records"}) == ["crash", "disk-loss"]
     assert lose_under("queuefka", {"fsync": "always"}) == ["disk-loss"]
-    assert lose_under("ideal", {}) == [ANY_FAULT, "crash", "disk-loss"]
+    assert lose_under("ideal", {}) == [ANY_FAULT, "crash", "disk-loss", "kill"]  # in memory: a kill loses it too
     assert lose_under("primer", {"persistence": "aof"}) == ["disk-loss"]
     kestrel = backend_class("kestrel")
     assert kestrel.promises(kestrel.check_options({}), True).delivery == AT_LEAST_ONCE
