@@ -87,9 +87,9 @@ class Peer(Backend):
     @classmethod
     def executable(cls) -> str:
         """The binary's path; MissingBinary (naming the package) if it is not installed."""
-        found = shutil.which(cls.binary) or next((p for p in (Path("/usr/sbin") / cls.binary,
-                                                             Path("/usr/lib/rabbitmq/bin") / cls.binary)
-                                                  if p.exists()), None)
+        # /usr/sbin: Debian installs some servers there, and a user's PATH may lack it
+        found = shutil.which(cls.binary) or next((str(p) for p in (Path("/usr/sbin") / cls.binary,) if p.exists()),
+                                                 None)
         if found is None:
             raise MissingBinary(f"{cls.name}: {cls.binary} is not installed: apt-get install {cls.package} "
                                 f"(or `make brokers`)")
