@@ -18,9 +18,11 @@ the disk in ``models.disk``.
 from __future__ import annotations
 
 import random
+from heapq import heappop
 from typing import Any, Awaitable, Callable, TypeVar
 
 import simpy
+from simpy.core import URGENT
 from simpy.events import Event as SimPyEvent
 
 from lab.design.runtime import Boot
@@ -38,6 +40,44 @@ T = TypeVar("T")
 
 #: The sim world's clock at its start: 2023-11-14 22:13:20 UTC, in ns since the epoch.
 SIM_EPOCH_NS = 1_700_000_000 * NS
+
+
+def run_events(env: simpy.Environment, until: SimPyEvent | None = None, at: int | None = None) -> None:
+    """``env.run(until)``'s loop, inlined: process events in SimPy's order (time, priority,
+    id) until ``until`` has been processed, the clock would pass ``at``, or none is left.
+
+    The same events run in the same order as under ``env.run``; the loop only saves
+    ``step``'s call and attribute lookups per event, which at millions of events is a
+    visible share of a run.
+    """
+    queue = env._queue
+    pop = heappop
+    stop = [False]
+
+    def stopped(_: SimPyEvent) -> None:
+        stop[0] = True
+
+    if until is not None:
+        if until.callbacks is None:  # processed already
+            return
+        until.callbacks.append(stopped)
+    if at is not None:
+        # env.run's own mark for a time limit: an urgent event at ``at``, before any other then
+        mark = SimPyEvent(env)
+        mark._ok, mark._value = True, None
+        mark.callbacks.append(stopped)
+        env.schedule(mark, URGENT, at - env._now)
+    while queue and not stop[0]:
+        env._now, _, _, event = pop(queue)
+        callbacks, event.callbacks = event.callbacks, None
+        for callback in callbacks:
+            callback(event)
+        if not event._ok and not hasattr(event, "_defused"):  # a failed event nobody handled: as step()
+            exc = type(event._value)(*event._value.args)
+            exc.__cause__ = event._value
+            raise exc
+    if until is not None and not stop[0]:
+        raise RuntimeError(f'No scheduled events left but "until" event was not triggered: {until}')
 
 
 class SimNode:
@@ -131,7 +171,8 @@ class SimWorld:
         """Run ``main`` on the control node until it returns; return its result."""
         control = self.node("control")
         task = control.spawn(main(control), name="main")
-        self.env.run(until=task.process if until is None else self.env.now + to_ns(until))
+        run_events(self.env, task.process if until is None else None,
+                   None if until is None else self.env.now + to_ns(until))
         if task.process.is_alive:
             raise TimeoutError(f"main did not finish within {until} simulated seconds")
         value = task.process.value
