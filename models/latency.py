@@ -12,6 +12,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+_NV_MAGICCONST = 4 * math.exp(-0.5) / math.sqrt(2.0)  # random.NV_MAGICCONST
+_log, _exp = math.log, math.exp
 _DISTRIBUTIONS = ("constant", "uniform", "exponential", "lognormal")
 
 
@@ -40,6 +42,8 @@ class LatencyModel:
                 raise ValueError(f"latency {name} must be a number >= 0, got {value!r}")
         if self.dist == "uniform" and self.high_ms < self.low_ms:
             raise ValueError("latency high_ms must be >= low_ms")
+        # lognormal's mu, once (not a field: equality and repr stay the parameters')
+        object.__setattr__(self, "_mu", math.log(self.ms) if self.dist == "lognormal" and self.ms > 0 else 0.0)
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any]) -> "LatencyModel":
@@ -49,6 +53,18 @@ class LatencyModel:
         return cls(**spec)
 
     def sample_ns(self, rng: random.Random) -> int:
+        if self.dist == "lognormal" and self.ms > 0:
+            # ``rng.lognormvariate(mu, sigma)`` inlined — the same draws and the same value
+            # (Kinderman and Monahan's normal, as ``random.normalvariate``), without its
+            # two calls: every frame and fsync draws one.
+            draw = rng.random
+            while True:
+                u1 = draw()
+                u2 = 1.0 - draw()
+                z = _NV_MAGICCONST * (u1 - 0.5) / u2
+                if z * z / 4.0 <= -_log(u2):
+                    break
+            return round(_exp(self._mu + z * self.sigma) * 1_000_000)
         if self.dist == "constant":
             ms = self.ms
         elif self.dist == "uniform":
