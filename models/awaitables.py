@@ -6,6 +6,10 @@ yields the SimPy event to the driver in ``models.runtime``, which sends back its
 
 from __future__ import annotations
 
+from heapq import heappush
+from typing import Any, Callable
+
+from simpy.events import NORMAL
 from simpy.events import Event as SimPyEvent
 
 NS = 1_000_000_000
@@ -32,3 +36,33 @@ class Await:
 
     def __await__(self):
         return (yield self.event)
+
+
+class Due:
+    """What ``env.timeout(delay, value)`` is to the event loop, and no more: an event already
+    triggered with ``value``, processed ``delay`` ns from now. SimPy's step (and
+    ``models.world.run_events``) reads only ``callbacks``, ``_ok`` and ``_value`` of an event,
+    and a process that waits on one appends to ``callbacks``; this skips ``Timeout``'s
+    constructor chain for the frames and service times a run schedules by the million. It
+    takes its place in the queue exactly as the timeout would (same time, priority and id
+    from the environment's counter), so the order of events is unchanged."""
+
+    __slots__ = ("callbacks", "_ok", "_value")
+
+    def __init__(self, env: Any, delay: int, value: Any = None, callback: Callable[[Any], None] | None = None):
+        self.callbacks: list | None = [callback] if callback is not None else []
+        self._ok = True
+        self._value = value
+        heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), self))
+
+    @property
+    def value(self) -> Any:
+        return self._value
+
+    @property
+    def triggered(self) -> bool:
+        return True
+
+    @property
+    def processed(self) -> bool:
+        return self.callbacks is None

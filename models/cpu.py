@@ -27,7 +27,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from lab.design.service import ServiceModel
-from models.awaitables import Await
+from models.awaitables import Await, Due
 
 if TYPE_CHECKING:
     import simpy
@@ -96,7 +96,7 @@ class NodeCpu:
             try:
                 self.busy_ns += ns
                 self.served += 1
-                await Await(self.env.timeout(ns))
+                await Await(Due(self.env, ns))
             finally:
                 if self.host is not None:
                     self.host.release()

@@ -30,7 +30,7 @@ from typing import Any, Coroutine, Iterable
 
 from lab.design.runtime import Accept, CallTimeout, Handler, RemoteError, Unreachable
 from lab.design.service import message_bytes, message_kind
-from models.awaitables import Await, to_ns
+from models.awaitables import Await, Due, to_ns
 from models.host import NetConfig, NodeRuntime, SimHost
 from models.latency import LatencyModel
 from models.streams import SimConnection, SimListeners
@@ -137,22 +137,21 @@ class SimNetwork:
         if self.fifo:
             arrival = max(arrival, self._last_arrival.get(link, 0))
             self._last_arrival[link] = arrival
-        frame = (source, destination, kind, request_id, payload, reliable)
-        self.env.timeout(arrival - now, frame).callbacks.append(self._arrive)
+        Due(self.env, arrival - now, (source, destination, kind, request_id, payload, reliable), self._arrive)
 
     def _again(self, source: NodeRuntime, destination: str, kind: str, request_id: int, payload: Any,
                reliable: int) -> None:
         if reliable > 1 and source.alive:
             retry = (source, destination, kind, request_id, payload, reliable - 1)
-            self.env.timeout(to_ns(RETRANSMIT), retry).callbacks.append(self._retransmit)
+            Due(self.env, to_ns(RETRANSMIT), retry, self._retransmit)
 
     def _retransmit(self, event) -> None:
-        source, destination, kind, request_id, payload, reliable = event.value
+        source, destination, kind, request_id, payload, reliable = event._value
         if source.alive:  # a crash of the sender ends its connections, and their FINs with them
             self.transmit(source, destination, kind, request_id, payload, reliable)
 
     def _arrive(self, event) -> None:
-        runtime, destination, kind, request_id, payload, reliable = event.value
+        runtime, destination, kind, request_id, payload, reliable = event._value
         source = runtime.node
         if (source, destination) in self.blocked:
             self.dropped["partition"] += 1
