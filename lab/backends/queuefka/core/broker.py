@@ -60,8 +60,9 @@ def _log_start(store: RuntimeStore) -> int:
 
 
 def _group_file(group: str) -> Callable[[str], bool]:
-    """The group's offsets file, and its temporary twin while it is compacted."""
-    return lambda name: name.startswith(group + GROUP_SUFFIX)
+    """The group's offsets file — not its compaction copy, whose fsync no commit needs
+    (the copy is swapped in only once durable): a commit waits for its own fsync alone."""
+    return lambda name: name == group + GROUP_SUFFIX
 
 
 @dataclass

@@ -42,6 +42,7 @@ log = logging.getLogger("lab.backends.queuefka")
 _GROUP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _ADDRESS = struct.Struct("<Q")
 _COMPACT_AT = 64 << 10  # bytes of commit history before it is rewritten as one record
+_RETRY_AFTER = 16 << 10  # bytes of further history before a compaction that went stale is tried again
 _MAX_STATE = 4096  # unacknowledged ranges a commit records at most; past that, its address alone
 
 
@@ -68,6 +69,7 @@ class CommittedOffset:
         self.pending: list[tuple[int, int]] = []
         self._record = b""  # the last commit's payload
         self._compaction: tuple[str, Any, bytes] | None = None  # (file, its fsync, payload)
+        self._compact_at = _COMPACT_AT  # the file size at which the next compaction starts
         self._file: Handle | None = None
         if store.exists(self.name):
             self._load()
@@ -110,12 +112,16 @@ class CommittedOffset:
         if created:
             self.store.sync_names()  # the group's existence is durable too
         self.address, self.handed, self.pending, self._record = address, handed, pending, record
-        if self._compaction is None and self._file.size() >= _COMPACT_AT:
+        if self._compaction is None and self._file.size() >= self._compact_at:
             self._start_compaction(record)
 
     # Compaction in two steps, so it never has to wait for an fsync: write the latest
     # commit alone into a new file now; swap it in at a later commit, once that file's
-    # fsync has completed (a rename over an unsynced file could lose every commit).
+    # fsync has completed (a rename over an unsynced file could lose every commit). No
+    # commit waits for the copy's fsync: it holds nothing a commit's file does not. A
+    # busy group commits again before the copy is durable, so most attempts go stale:
+    # the next starts only after the file grew by a further ``_RETRY_AFTER`` — each is an
+    # fsync on the device the commits wait for.
     def _start_compaction(self, record: bytes) -> None:
         temporary = self.name + ".tmp"
         if self.store.exists(temporary):
@@ -131,14 +137,16 @@ class CommittedOffset:
         temporary, fsync, record = self._compaction
         if fsync is not None and not fsync.done():
             return
-        if record != self._record:  # a commit came meanwhile: the copy is stale, start again
+        if record != self._record:  # a commit came meanwhile: the copy is stale, try again later
             self._compaction = None
+            self._compact_at = self._file.size() + _RETRY_AFTER
             return
         self._file.close()
         self.store.rename(temporary, self.name)
         self.store.sync_names()
         self._file = self.store.open(self.name)
         self._compaction = None
+        self._compact_at = _COMPACT_AT
 
     def close(self) -> None:
         if self._file is not None:
