@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import threading
 from pathlib import Path
 from typing import Mapping
@@ -75,6 +76,9 @@ def spark_session(master: str | None = None, conf: Mapping[str, str] | None = No
         return _session
     check_java()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Python tasks (lab swarm/matrix --spark) run in this interpreter, the lab's venv, not whatever
+    # python3 the PATH finds; on a cluster that path must exist on every worker (docs/spark.md)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 

@@ -21,7 +21,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "of the real brokers (redis, rabbitmq, nats, beanstalkd)")
     p.add_argument("--option-sets", type=Path, metavar="FILE",
                    help="YAML: {design: [{option: value, ...}, ...]} instead of each design's own option sets")
-    p.add_argument("--jobs", type=int, help="runs at a time (default: one per core)")
+    p.add_argument("--jobs", type=int, help="runs at a time (default: one per core; with --spark, twice the "
+                                            "cluster's cores)")
+    p.add_argument("--spark", metavar="MASTER", help="run each run as a Spark task, and the table on the same "
+                                                    "cluster: local[N] or spark://HOST:PORT (sim world; the "
+                                                    "workers need the lab: docs/spark.md)")
     p.add_argument("--out", type=Path, help="output directory (default: results/runs/matrix-<time>)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -31,11 +35,20 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
     if args.jobs is not None and args.jobs < 1:
         raise UsageError(f"--jobs {args.jobs}: use 1 or more")
+    if args.spark is not None:
+        from lab.experiments.spark_runs import check_master
+
+        if args.world != "sim":
+            raise UsageError("--spark runs the sim world only (a live run needs the brokers on this machine)")
+        try:
+            check_master(args.spark)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     overrides = _option_sets_file(args.option_sets) if args.option_sets else None
     backends = [b.strip() for b in args.backends.split(",") if b.strip()] if args.backends else None
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()] if args.scenarios else None
     matrix = run_matrix(backends, scenarios, args.seeds, overrides, args.jobs, args.out, not args.no_progress,
-                        world=args.world)
+                        world=args.world, spark=args.spark)
     print()
     print(matrix.markdown_path.read_text())
     print(f"table: {matrix.markdown_path} and {matrix.csv_path}")

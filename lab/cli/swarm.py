@@ -16,7 +16,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seeds", default="1..200", help="seeds A..B, both included, or one seed N (default 1..200)")
     p.add_argument("--budget", help="wall time for the whole swarm, shrinking included: 90, 90s, 10m or 1h "
                                     "(default: no limit); runs in flight then finish")
-    p.add_argument("--jobs", type=int, help="worker processes (default: one per core)")
+    p.add_argument("--jobs", type=int, help="worker processes (default: one per core); with --spark, runs in flight "
+                                            "(default: twice the cluster's cores)")
+    p.add_argument("--spark", metavar="MASTER", help="run each seed as a Spark task: local[N] or spark://HOST:PORT "
+                                                    "(the workers need the lab: docs/spark.md)")
     p.add_argument("--option", action="append", default=[], type=_option, metavar="KEY=VALUE",
                    help="a backend option, e.g. fsync=always (repeatable; `lab backends` lists them)")
     p.add_argument("--workload", type=Path, help="base workload file or standard name; its faults are replaced "
@@ -37,6 +40,10 @@ def cmd_swarm(args: argparse.Namespace) -> int:
         raise UsageError("lab swarm runs in the sim world only: a live run is no function of its seed, so a "
                          "failing seed could not be replayed or shrunk (run a seed's file with lab run --world live)")
     try:
+        if args.spark is not None:
+            from lab.experiments.spark_runs import check_master
+
+            check_master(args.spark)
         seeds = parse_seeds(args.seeds)
         budget = _seconds(args.budget) if args.budget is not None else None
     except argparse.ArgumentTypeError as e:
@@ -49,7 +56,7 @@ def cmd_swarm(args: argparse.Namespace) -> int:
             raise UsageError(f"--{flag.replace('_', '-')} {value}: use 1 or more")
     result = swarm(args.backend, seeds, budget=budget, jobs=args.jobs, options=dict(args.option),
                    workload=args.workload, out=args.out, shrink=not args.no_shrink, faults_max=args.faults_max,
-                   shrink_runs=args.shrink_runs, progress=not args.no_progress)
+                   shrink_runs=args.shrink_runs, progress=not args.no_progress, spark=args.spark)
     print("\n".join(report_lines(result)))
     return 1 if result.findings else 0
 

@@ -11,6 +11,10 @@ over the seeds (never averages of percentiles), and the time to recover after th
 A cell is INVALID when any of its seeds broke a promise; ``lab matrix`` then exits 1
 (``invalid_rows``), so a script or CI can gate on it; allowed cells do not fail it.
 
+With ``spark=MASTER`` each run is a Spark task (``lab.experiments.spark_runs``) in place of a
+pool's job, its run folder written under the matrix folder, and the table's aggregation runs on
+the same cluster over those folders (the samples never pass through this process).
+
 Designs come from the registry and their option sets from ``Backend.promise_options``
 (or ``--option-sets FILE``), scenarios from ``lab.workloads.spec.scenario_files``: a design or a
 scenario joins by being registered or written, with no change here. Output: ``matrix.csv``
@@ -19,6 +23,7 @@ scenario joins by being registered or written, with no change here. Output: ``ma
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -147,34 +152,75 @@ def plan(backends: list[str], scenarios: list[Workload], sets: Mapping[str, list
 def run_matrix(backends: Iterable[str] | None = None, scenarios: Iterable[str] | None = None, seeds: int = 5,
                overrides: Mapping[str, list[Mapping[str, Any]]] | None = None, jobs: int | None = None,
                out: str | Path | None = None, progress: bool = True,
-               echo: Callable[[str], None] = print, world: str = WORLD) -> Matrix:
+               echo: Callable[[str], None] = print, world: str = WORLD, spark: str | None = None) -> Matrix:
     """Run every cell over ``seeds`` seeds (1..seeds) in ``world`` and write the matrix. Live
     runs go one at a time unless ``jobs`` says otherwise: side by side they would time each
-    other's CPU, not the design."""
+    other's CPU, not the design. ``spark``: a Spark master whose tasks run the sim runs."""
     backends = list(backends or sorted(usable()))
     if seeds < 1:
         raise WorkloadError(f"--seeds {seeds}: use 1 or more")
     sets = option_sets(backends, overrides, world)
     workloads = {w.name: w for w in scenarios_named(scenarios)}
     cells = plan(backends, list(workloads.values()), sets, world)
+    if spark is not None:
+        from lab.experiments.spark_runs import check_master
+
+        if world != WORLD:
+            raise WorkloadError("--spark runs the sim world only: a live run needs the brokers on this machine")
+        check_master(spark)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     directory = Path(out) if out is not None else runs_dir() / f"matrix-{stamp}"
     directory.mkdir(parents=True, exist_ok=True)
-    jobs = jobs or (1 if world == "live" else os.cpu_count() or 1)
-    work = [(cell, seed) for cell in cells for seed in range(1, seeds + 1)]
-    echo(f"lab matrix: {len(cells)} cells ({len(backends)} designs, {len(workloads)} scenarios) x {seeds} seeds "
-         f"= {len(work)} runs in the {world} world, {jobs} at a time; folder {directory}")
-    results: dict[Cell, list[SeedRun]] = {cell: [] for cell in cells}
+    stack = contextlib.ExitStack()  # the Spark session of --spark: it runs the runs, then the aggregation
+    with stack:
+        pool = _spark_pool(stack, spark, jobs) if spark is not None else None
+        jobs = getattr(pool, "slots", None) or jobs or (1 if world == "live" else os.cpu_count() or 1)
+        work = [(cell, seed) for cell in cells for seed in range(1, seeds + 1)]
+        where = f"on Spark {spark}" if spark is not None else f"in the {world} world"
+        echo(f"lab matrix: {len(cells)} cells ({len(backends)} designs, {len(workloads)} scenarios) x {seeds} seeds "
+             f"= {len(work)} runs {where}, {jobs} at a time; folder {directory}")
+        results = _run_all(pool, work, workloads, jobs, directory, world, progress, spark, stack)
+        matrix = Matrix(directory, {cell: sorted(runs, key=lambda r: r.seed) for cell, runs in results.items()})
+        echo("  aggregating with Spark ...")
+        latencies = _latencies(matrix)
+    matrix.rows = [_row(cell, runs, workloads[cell.scenario], latencies) for cell, runs in matrix.cells.items()]
+    _write_csv(matrix.rows, matrix.csv_path)
+    matrix.markdown_path.write_text(markdown(matrix.rows, seeds) + "\n")
+    heatmap(matrix.rows, matrix.heatmap_path, seeds)
+    return matrix
+
+
+def _spark_pool(stack: contextlib.ExitStack, master: str, jobs: int | None) -> Any:
+    """The runs' executor on Spark: twice the cluster's cores in flight unless ``jobs`` (a job's own
+    start then overlaps another's run)."""
+    from lab.experiments.spark_runs import SparkRuns, spark_context
+
+    sc = stack.enter_context(spark_context(master))
+    return SparkRuns(sc, jobs or 2 * sc.defaultParallelism, init=_quiet)
+
+
+def _run_all(pool: Any, work: list[tuple[Cell, int]], workloads: Mapping[str, Workload], jobs: int,
+             directory: Path, world: str, progress: bool, spark: str | None,
+             stack: contextlib.ExitStack) -> dict[Cell, list[SeedRun]]:
+    """Every (cell, seed) of ``work``, on ``pool`` (a process pool when None); interrupted, the runs
+    in flight are cut short and the folder marked."""
+    from lab.experiments.spark_runs import TaskFailed
+
+    results: dict[Cell, list[SeedRun]] = {cell: [] for cell, _ in work}
     bar = _bar(len(work), progress)
     # interrupt.worker_init: a worker dies with the lab, and a signal ends its run cleanly, then it
-    pool = ProcessPoolExecutor(max_workers=jobs, initializer=interrupt.worker_init, initargs=(_quiet,))
+    pool = pool or ProcessPoolExecutor(max_workers=jobs, initializer=interrupt.worker_init, initargs=(_quiet,))
     completed = interrupted = False
     try:
         futures = {pool.submit(interrupt.worker_call, _run_one, workloads[cell.scenario], cell.backend,
-                               dict(cell.options), seed, directory / _folder(cell, seed), world): cell
+                               dict(cell.options), seed, directory / _folder(cell, seed), world): (cell, seed)
                    for cell, seed in work}
         for future in as_completed(futures):
-            results[futures[future]].append(future.result())
+            cell, seed = futures[future]
+            try:
+                results[cell].append(future.result())
+            except TaskFailed as e:  # named, not lost in a Java stack trace
+                raise WorkloadError(f"{cell.row} under {cell.scenario}, seed {seed}: {e}") from None
             bar.update(1)
         completed = True
     except KeyboardInterrupt:
@@ -183,17 +229,14 @@ def run_matrix(backends: Iterable[str] | None = None, scenarios: Iterable[str] |
     finally:
         bar.close()
         interrupt.stop_pool(pool, interrupted=not completed)  # Ctrl-C, SIGTERM: runs in flight cut short
+        if not completed:
+            stack.close()  # Spark's session stopped: its Python workers with it
+            if spark is not None:  # a Spark task's worker is killed, not left to clean up
+                interrupt.remove_unfinished_runs(directory)
         if interrupted:  # after the pool: its workers have removed the run folders they had begun
             interrupt.mark_interrupted(directory, "matrix", runs_done=sum(map(len, results.values())),
                                        runs_planned=len(work))
-    matrix = Matrix(directory, {cell: sorted(runs, key=lambda r: r.seed) for cell, runs in results.items()})
-    echo("  aggregating with Spark ...")
-    latencies = _latencies(matrix)
-    matrix.rows = [_row(cell, runs, workloads[cell.scenario], latencies) for cell, runs in matrix.cells.items()]
-    _write_csv(matrix.rows, matrix.csv_path)
-    matrix.markdown_path.write_text(markdown(matrix.rows, seeds) + "\n")
-    heatmap(matrix.rows, matrix.heatmap_path, seeds)
-    return matrix
+    return results
 
 
 def _folder(cell: Cell, seed: int) -> str:

@@ -10,6 +10,9 @@ replays it exactly and a shrunk one that still breaks it (``lab.experiments.swar
 - **Shrinking**: runs of different seeds' shrinkers share the workers.
 - **A run that raises** is the seed's ``error`` verdict, with the real exception's type and
   message, its traceback in ``seed-<S>.error.txt``.
+- **On Spark** (``spark=MASTER``): every run, shrinking's included, is a Spark task
+  (``lab.experiments.spark_runs``) instead of a pool's job, chosen by the same loops, so the
+  verdicts are the same; a task whose worker died twice is that seed's ``error`` verdict.
 
 The swarm folder holds ``seed-<S>/`` (each seed's run folder), ``seed-<S>.yaml`` and
 ``seed-<S>-shrunk.yaml`` (+ ``seed-<S>-shrunk/``) for an invalid seed, ``seed-<S>.error.txt``
@@ -18,6 +21,7 @@ for a run that raised, and ``swarm.md`` / ``swarm.csv``.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import shlex
@@ -36,7 +40,8 @@ from lab.design.registry import backend_class
 from lab.experiments.swarm_draw import (base_workload, cast_of, draw_schedule, load_line, load_window,
                                         schedule_line, seed_workload, world_kinds)
 from lab.experiments.swarm_shrink import Shrinker
-from lab.experiments.swarm_worker import ERROR, SeedRun, _InProcess, _pool, in_worker, run_seed, seed_run
+from lab.experiments.swarm_worker import (ERROR, SeedRun, WorkerError, _InProcess, _pool, in_worker, run_seed,
+                                          seed_run)
 from lab.history.paths import make_empty_folder
 from lab.judge.verdict import ALLOWED, INVALID, VALID
 
@@ -105,10 +110,13 @@ def replay_command(path: Path, backend: str, seed: int, options: Mapping[str, An
 def swarm(backend: str, seeds: Sequence[int], *, budget: float | None = None, jobs: int | None = None,
           options: Mapping[str, Any] | None = None, workload: str | Path | None = None,
           out: str | Path | None = None, shrink: bool = True, faults_max: int = 3, shrink_runs: int = 40,
-          progress: bool | TextIO = True, echo: Callable[[str], None] = print) -> SwarmResult:
+          progress: bool | TextIO = True, echo: Callable[[str], None] = print,
+          spark: str | None = None) -> SwarmResult:
     """Run ``seeds`` against ``backend``; every mistake in the arguments fails before
     anything is written. ``budget``: wall seconds for the whole swarm, shrinking included
-    (runs in flight then finish; the rest are not started)."""
+    (runs in flight then finish; the rest are not started). ``spark``: a Spark master
+    (``local[N]``, ``spark://HOST:PORT``) whose tasks run the seeds, ``jobs`` at a time
+    (default: twice the cluster's cores)."""
     started = time.monotonic()
     deadline = started + budget if budget else None
     options = dict(options or {})
@@ -121,10 +129,24 @@ def swarm(backend: str, seeds: Sequence[int], *, budget: float | None = None, jo
     cast = cast_of(backend, options, base)
     schedules = {seed: seed_workload(base, seed, draw_schedule(seed, window, kinds, cast, faults_max))
                  for seed in seeds}
+    if spark is not None:
+        from lab.experiments.spark_runs import check_master
+
+        check_master(spark)  # ValueError before the folder is made
     directory = make_empty_folder(out, f"swarm-{{time}}-{backend}")
 
-    jobs = jobs or len(os.sched_getaffinity(0))
-    executor: Executor = _InProcess() if jobs == 1 else _pool(jobs)
+    stack = contextlib.ExitStack()  # the Spark session this swarm starts, if any
+    if spark is not None:
+        from lab.experiments.spark_runs import spark_context, SparkRuns
+
+        sc = stack.enter_context(spark_context(spark))
+        # twice the cores in flight: a job's own start (a quarter second here) overlaps another's run,
+        # so no core waits for it; the order of the seeds' runs does not change what each finds
+        jobs = jobs or 2 * sc.defaultParallelism
+        executor: Executor = SparkRuns(sc, jobs, on_failure=_task_failed)
+    else:
+        jobs = jobs or len(os.sched_getaffinity(0))
+        executor = _InProcess() if jobs == 1 else _pool(jobs)
     runs: list[SeedRun] = []
     findings: list[Finding] = []
     completed = interrupted = False
@@ -141,7 +163,10 @@ def swarm(backend: str, seeds: Sequence[int], *, budget: float | None = None, jo
     finally:
         # interrupted (Ctrl-C, SIGTERM) or failed: the runs in flight are cut short, not waited for
         interrupt.stop_pool(executor, interrupted=not completed)
+        stack.close()  # Spark's session stopped: its Python workers with it
         if interrupted:  # after the pool: its workers have removed the run folders they had begun
+            if spark is not None:  # a Spark task's worker is killed, not left to clean up
+                interrupt.remove_unfinished_runs(directory)
             interrupt.mark_interrupted(directory, "swarm", backend=backend, seeds_run=len(runs),
                                        findings=[f.run.seed for f in findings])
     runs.sort(key=lambda r: r.seed)
@@ -151,6 +176,14 @@ def swarm(backend: str, seeds: Sequence[int], *, budget: float | None = None, jo
     _write_csv(result)
     result.markdown_path.write_text(markdown(result) + "\n")
     return result
+
+
+def _task_failed(failed: Exception) -> WorkerError:
+    """A seed whose Spark task failed twice: its ``error`` verdict, as a worker's error is."""
+    from lab.experiments.spark_runs import MAX_FAILURES
+
+    message = f"its Spark task failed {MAX_FAILURES} times: {failed}"
+    return WorkerError(type(failed).__name__, message, message + "\n")
 
 
 def _bar(total: int, desc: str, unit: str, progress: bool | TextIO):
