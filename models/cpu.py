@@ -16,7 +16,7 @@ process also needs one of the machine's cores (as many as the calibration's mach
 on one machine, servers and load generator compete for them.
 
 A paused node's cores stop with it: a request that finishes its service during a pause
-resumes, and releases its core, only when the pause ends (the driver's gate in
+resumes, and releases its core, only when the pause ends (the driver's gate,
 ``models.runtime``). A crash frees every core; the next incarnation starts with a fresh CPU.
 """
 

@@ -1,12 +1,12 @@
-"""The Runtime port of one simulated node incarnation, and the driver that runs its coroutines.
+"""The Runtime port of one simulated node incarnation: its clock, tasks, disk, network and CPU.
 
 Design cores are ``async def`` code. Here each awaitable a core receives yields a SimPy
-event, and a small driver process (``_drive``) sends the event's value back into the
+event, and a driver (``models.driver.Drive``) sends the event's value back into the
 coroutine — so the same core that serves real TCP in the live world runs in simulated
 time. The driver is also where a node's stop-the-world pause lives: after any event
-fires, no process of a paused node resumes until the pause ends, while messages to the
+fires, no coroutine of a paused node resumes until the pause ends, while messages to the
 node keep queueing (they are delivered, and wait at the gate). A crash (``kill``) stops
-every process of the incarnation where it is.
+every coroutine of the incarnation where it is.
 
 The runtime reads the world and the node it belongs to through the small protocols below
 (``Machine``, ``NodeState``), which ``models.world`` fills in.
@@ -15,19 +15,20 @@ The runtime reads the world and the node it belongs to through the small protoco
 from __future__ import annotations
 
 import random
-from typing import Any, Awaitable, Coroutine, Protocol, TypeVar
+from typing import Awaitable, Coroutine, Protocol, TypeVar
 
 import simpy
 from simpy.events import Event as SimPyEvent
 
-from lab.design.runtime import Cancelled, NodeDown
+from lab.design.runtime import NodeDown
 from lab.design.service import ServiceModel
 from lab.worlds.shared import as_coroutine, node_random
 from models.awaitables import NS, Await, to_ns
 from models.cpu import Cores, NodeCpu
 from models.disk import SimDisk, SimDiskStore
 from models.network import SimNetPort, SimNetwork
-from models.tasks import CANCELLED, CRASH, CRASHED, Deadlines, SimEvent, SimTask
+from models.driver import Drive
+from models.tasks import CRASH, Deadlines, SimEvent, SimTask
 
 T = TypeVar("T")
 
@@ -68,7 +69,7 @@ class SimRuntime:
         self.net = SimNetPort(world.net, self)
         self.cpu = self.new_cpu()
         self.alive = True
-        self.processes: dict[simpy.Process, None] = {}  # insertion-ordered: deterministic
+        self.processes: dict[Drive, None] = {}  # its live coroutines, insertion-ordered: deterministic
 
     def new_cpu(self) -> NodeCpu | None:
         node = self.state
@@ -93,9 +94,7 @@ class SimRuntime:
         if not self.alive:
             coro.close()
             raise NodeDown(f"{self.node} has crashed; it cannot spawn {name or 'a task'}")
-        process = self.env.process(self._drive(coro))
-        self.processes[process] = None
-        return SimTask(process)
+        return SimTask(Drive(self, coro))
 
     def event(self) -> SimEvent:
         return SimEvent(self.env)
@@ -134,60 +133,7 @@ class SimRuntime:
             event = coro.send(None)
         except StopIteration:
             return None
-        process = self.env.process(self._drive(coro, event))
-        self.processes[process] = None
-        return SimTask(process)
-
-    # the driver: runs a coroutine on SimPy events, behind the node's pause gate
-    def _drive(self, coro: Coroutine, first: SimPyEvent | None = None):
-        """``first``: the event the coroutine already waits on (``start`` ran its first step)."""
-        node = self.state
-        me = self.env.active_process  # the generator starts inside its own process
-        value: Any = None
-        error: BaseException | None = None
-        try:
-            while True:
-                if first is not None:
-                    event, first = first, None
-                else:
-                    try:
-                        while node.paused:
-                            yield node.resumed
-                        if error is None:
-                            event = coro.send(value)
-                        else:
-                            event, error = coro.throw(error), None
-                    except StopIteration as stop:
-                        return stop.value
-                    except Cancelled:
-                        return CANCELLED
-                    except simpy.Interrupt as interrupt:  # cancelled or crashed while at the gate
-                        if interrupt.cause is CRASH:
-                            return self._drop(coro)
-                        error, value = Cancelled(), None
-                        continue
-                try:
-                    value = yield event
-                    if not self.alive:  # the event won a race with the crash interrupt
-                        return self._drop(coro)
-                except simpy.Interrupt as interrupt:
-                    if interrupt.cause is CRASH:
-                        return self._drop(coro)
-                    error, value = Cancelled(), None
-                except Exception as e:  # the awaited event failed: raise it in the core
-                    error, value = e, None
-        finally:
-            self.processes.pop(me, None)
-
-    @staticmethod
-    def _drop(coro: Coroutine) -> object:
-        # A crashed process runs no more of its code; its finally blocks may run here
-        # but anything they try on disk or network is refused (the runtime is dead).
-        try:
-            coro.close()
-        except BaseException:
-            pass
-        return CRASHED
+        return SimTask(Drive(self, coro, event))
 
     def kill(self) -> None:
         """Crash this incarnation: every process stops where it is."""

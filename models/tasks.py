@@ -1,6 +1,6 @@
 """The sim world's Task and Event ports on SimPy, and its deadlines.
 
-A ``SimTask`` is a SimPy process that runs a coroutine (the runtime's driver,
+A ``SimTask`` is the driver that runs a coroutine (``models.driver``,
 ``models.runtime``); the interrupt causes and the driver's return values for a cancelled or
 crashed coroutine live here too, so a task can read them. ``Deadlines`` gives a call's or a
 wait's timeout without a SimPy timeout of its own. These stand below the runtime, the network
@@ -54,11 +54,11 @@ class SimEvent:
 
 
 class SimTask:
-    """The Task port on a SimPy process running ``_drive``."""
+    """The Task port on a coroutine's driver (``models.driver.Drive``)."""
 
     __slots__ = ("process",)
 
-    def __init__(self, process: simpy.Process):
+    def __init__(self, process: Any):  # a models.driver.Drive (which reads this module)
         self.process = process
 
     def cancel(self) -> None:

@@ -3,7 +3,7 @@
 Five measurements, repeated round-robin and reported as medians:
 
 - bare SimPy: a loop of ``env.timeout`` (events/s) and a Store put/get ping-pong (pairs/s);
-- the Runtime driver: a core's ``await rt.sleep`` loop (the same events through ``_drive``);
+- the Runtime driver: a core's ``await rt.sleep`` loop (the same events through the driver, ``models.driver``);
 - the simulated network: ``rt.net.call`` round trips to an echo handler (one call is two
   messages, a handler process and a reply);
 - the whole model: the runner's operations per wall-second with the ideal backend at full
