@@ -232,7 +232,9 @@ def _run_all(pool: Any, work: list[tuple[Cell, int]], workloads: Mapping[str, Wo
         if not completed:
             stack.close()  # Spark's session stopped: its Python workers with it
             if spark is not None:  # a Spark task's worker is killed, not left to clean up
-                interrupt.remove_unfinished_runs(directory)
+                from lab.experiments.spark_runs import remove_cut_runs
+
+                remove_cut_runs(directory)
         if interrupted:  # after the pool: its workers have removed the run folders they had begun
             interrupt.mark_interrupted(directory, "matrix", runs_done=sum(map(len, results.values())),
                                        runs_planned=len(work))

@@ -19,14 +19,20 @@ shrinking one candidate per seed), so a run's results are the same as the pool's
 from __future__ import annotations
 
 import re
+import time
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import partial
+from pathlib import Path
 from typing import Any, Callable, Iterator
+
+from lab.worlds import interrupt
 
 #: a failed task runs once more: a worker that died (killed, out of memory) gets a second
 #: chance; a run that raises is its own verdict inside the task and is not retried
 MAX_FAILURES = 2
+#: seconds an interrupted swarm waits for its cancelled jobs before stopping the session
+STOP_GRACE = 5.0
 _LOCAL = re.compile(r"^local\[(\d+|\*)\]$")
 
 
@@ -104,6 +110,24 @@ class SparkRuns(Executor):
         if not wait:
             self._sc.cancelAllJobs()  # the runs in flight end now (their Python workers killed)
         self._threads.shutdown(wait=wait, cancel_futures=cancel_futures)
+        if not wait:
+            # the cancelled jobs end within Spark's task-kill timeout; a session stopped under them
+            # logs its own teardown as errors (a broadcast block gone), which says nothing here
+            deadline = time.monotonic() + STOP_GRACE
+            for thread in list(getattr(self._threads, "_threads", ())):
+                thread.join(max(0.0, deadline - time.monotonic()))
+            self._sc.setLogLevel("OFF")
+
+
+def remove_cut_runs(directory: str | Path) -> None:
+    """After an interrupt, once the session has stopped: the run folders whose task was killed
+    (a pool's worker removes its own; a killed Spark worker cannot) — those with samples but no
+    manifest, then the folders left empty, deepest first."""
+    interrupt.remove_unfinished_runs(directory)
+    folders = sorted((p for p in Path(directory).rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True)
+    for folder in folders:
+        if not any(folder.iterdir()):
+            folder.rmdir()
 
 
 def _first_line(error: BaseException) -> str:

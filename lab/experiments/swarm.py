@@ -166,7 +166,9 @@ def swarm(backend: str, seeds: Sequence[int], *, budget: float | None = None, jo
         stack.close()  # Spark's session stopped: its Python workers with it
         if interrupted:  # after the pool: its workers have removed the run folders they had begun
             if spark is not None:  # a Spark task's worker is killed, not left to clean up
-                interrupt.remove_unfinished_runs(directory)
+                from lab.experiments.spark_runs import remove_cut_runs
+
+                remove_cut_runs(directory)
             interrupt.mark_interrupted(directory, "swarm", backend=backend, seeds_run=len(runs),
                                        findings=[f.run.seed for f in findings])
     runs.sort(key=lambda r: r.seed)
