@@ -11,8 +11,8 @@ over the seeds (never averages of percentiles), and the time to recover after th
 A cell is INVALID when any of its seeds broke a promise; ``lab matrix`` then exits 1
 (``invalid_rows``), so a script or CI can gate on it; allowed cells do not fail it.
 
-With ``spark=MASTER`` each run is a Spark task (``lab.experiments.spark_runs``) in place of a
-pool's job, its run folder written under the matrix folder, and the table's aggregation runs on
+With ``spark=MASTER`` each run is a Spark task (``lab.experiments.spark_runs``; all the runs one
+job) in place of a pool's job, its run folder written under the matrix folder, and the table's aggregation runs on
 the same cluster over those folders (the samples never pass through this process).
 
 Designs come from the registry and their option sets from ``Backend.promise_options``
@@ -212,16 +212,20 @@ def _run_all(pool: Any, work: list[tuple[Cell, int]], workloads: Mapping[str, Wo
     pool = pool or ProcessPoolExecutor(max_workers=jobs, initializer=interrupt.worker_init, initargs=(_quiet,))
     completed = interrupted = False
     try:
-        futures = {pool.submit(interrupt.worker_call, _run_one, workloads[cell.scenario], cell.backend,
-                               dict(cell.options), seed, directory / _folder(cell, seed), world): (cell, seed)
-                   for cell, seed in work}
-        for future in as_completed(futures):
-            cell, seed = futures[future]
-            try:
-                results[cell].append(future.result())
-            except TaskFailed as e:  # named, not lost in a Java stack trace
-                raise WorkloadError(f"{cell.row} under {cell.scenario}, seed {seed}: {e}") from None
-            bar.update(1)
+        calls = [((cell, seed), (_run_one, workloads[cell.scenario], cell.backend, dict(cell.options), seed,
+                                 directory / _folder(cell, seed), world)) for cell, seed in work]
+        if hasattr(pool, "run_all"):  # on Spark: every run a task of one job, not a job each
+            ended = contextlib.closing(pool.run_all(interrupt.worker_call, calls, directory))
+        else:
+            futures = {pool.submit(interrupt.worker_call, *args): key for key, args in calls}
+            ended = contextlib.nullcontext((futures[f], f) for f in as_completed(futures))
+        with ended as finished:
+            for (cell, seed), future in finished:
+                try:
+                    results[cell].append(future.result())
+                except TaskFailed as e:  # named, not lost in a Java stack trace
+                    raise WorkloadError(f"{cell.row} under {cell.scenario}, seed {seed}: {e}") from None
+                bar.update(1)
         completed = True
     except KeyboardInterrupt:
         interrupted = True

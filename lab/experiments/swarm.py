@@ -11,8 +11,9 @@ replays it exactly and a shrunk one that still breaks it (``lab.experiments.swar
 - **A run that raises** is the seed's ``error`` verdict, with the real exception's type and
   message, its traceback in ``seed-<S>.error.txt``.
 - **On Spark** (``spark=MASTER``): every run, shrinking's included, is a Spark task
-  (``lab.experiments.spark_runs``) instead of a pool's job, chosen by the same loops, so the
-  verdicts are the same; a task whose worker died twice is that seed's ``error`` verdict.
+  (``lab.experiments.spark_runs``) instead of a pool's job, so the verdicts are the same: the
+  seeds as one job of a task per seed, each shrinking candidate as a job of its own; a task whose
+  worker died twice is that seed's ``error`` verdict.
 
 The swarm folder holds ``seed-<S>/`` (each seed's run folder), ``seed-<S>.yaml`` and
 ``seed-<S>-shrunk.yaml`` (+ ``seed-<S>-shrunk/``) for an invalid seed, ``seed-<S>.error.txt``
@@ -203,30 +204,40 @@ def _search(executor: Executor, jobs: int, schedules: dict[int, dict[str, Any]],
             echo: Callable[[str], None], runs: list[SeedRun], findings: list[Finding]) -> bool:
     """Run every seed (at most ``jobs`` at a time) until done or past ``deadline``; True if
     the deadline stopped it."""
-    todo = iter(schedules)
+    bar = _bar(len(schedules), f"swarm {backend}", "seed", progress)
+
+    def finished(seed: int, future: Future) -> None:
+        run = seed_run(future.result(), seed, schedules[seed], str(directory / f"seed-{seed}"))
+        runs.append(run)
+        if run.verdict in (INVALID, ERROR):
+            findings.append(_finding(run, schedules[seed], backend, options, directory))
+            _say(bar, echo, f"  seed {seed}: {run.verdict.upper()} ({run.reason})\n"
+                            f"    faults: {run.faults}\n    replay: {findings[-1].command}")
+        bar.update(1)
+        bar.set_postfix_str(", ".join(f"{k} {n}" for k, n in sorted(Counter(r.verdict for r in runs).items())))
+
+    calls = [(seed, (run_seed, schedules[seed], backend, options, seed, str(directory / f"seed-{seed}")))
+             for seed in schedules]
+    if hasattr(executor, "run_all"):  # on Spark: every seed a task of one job, not a job each
+        with contextlib.closing(executor.run_all(in_worker, calls, directory, deadline)) as results:
+            for seed, future in results:
+                finished(seed, future)
+        bar.close()
+        return len(runs) < len(schedules) and _past(deadline)
+    todo = iter(calls)
     inflight: dict[Future, int] = {}
     stopped = False
-    bar = _bar(len(schedules), f"swarm {backend}", "seed", progress)
     while True:
         while len(inflight) < jobs and not (stopped := stopped or _past(deadline)):
-            seed = next(todo, None)
-            if seed is None:
+            call = next(todo, None)
+            if call is None:
                 break
-            inflight[executor.submit(in_worker, run_seed, schedules[seed], backend, options, seed,
-                                     str(directory / f"seed-{seed}"))] = seed
+            inflight[executor.submit(in_worker, *call[1])] = call[0]
         if not inflight:
             break
         done, _ = wait(inflight, return_when=FIRST_COMPLETED)
         for future in done:
-            seed = inflight.pop(future)
-            run = seed_run(future.result(), seed, schedules[seed], str(directory / f"seed-{seed}"))
-            runs.append(run)
-            if run.verdict in (INVALID, ERROR):
-                findings.append(_finding(run, schedules[seed], backend, options, directory))
-                _say(bar, echo, f"  seed {seed}: {run.verdict.upper()} ({run.reason})\n"
-                                f"    faults: {run.faults}\n    replay: {findings[-1].command}")
-            bar.update(1)
-            bar.set_postfix_str(", ".join(f"{k} {n}" for k, n in sorted(Counter(r.verdict for r in runs).items())))
+            finished(inflight.pop(future), future)
     bar.close()
     return stopped
 
