@@ -95,6 +95,7 @@ def test_aggregate_summarises_runs_with_spark(small, tmp_path):
     (["aggregate", "{torn}"], "samples.parquet: not a readable Parquet file"),
     (["bench", "aggregate", "--rows", "10"], "--rows must be at least 1000"),
     (["bench", "aggregate", "--cluster", "--master", "local[1]"], "--cluster starts its own master"),
+    (["bench", "kestrel", "--queues", "0"], "--queues must be >= 1"),
 ])
 def test_aggregate_and_bench_mistakes_are_one_line(args, message, tmp_path, small):
     run_dir = tmp_path / "r"

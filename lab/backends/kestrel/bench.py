@@ -3,7 +3,9 @@ client; and ``--crash N``: kill -9 cycles under load that check no acknowledged 
 
 Load: each connection is a pymemcache client on a thread; threads are spread over two
 processes so one GIL does not cap the clients. A connection repeats set + get on a queue
-of its own (memcached: a key of its own), or set + get/open + get/close. Cases run
+of its own (memcached: a key of its own), or set + get/open + get/close; with ``--queues N``
+the connections share N queues, which is where a journal's group commit has writes to batch
+(the original's, like ours, batches the writes of one journal file, not across files). Cases run
 round-robin; medians of the repeats are quoted, and the ratio to memcached is taken
 within each round (the same neighbours, the same minute).
 """
@@ -82,9 +84,12 @@ def _worker(port: int, keys: list[str], ops: int, mode: str) -> tuple[list[int],
     return [x for s, _ in out for x in s], [x for _, g in out for x in g], start, end
 
 
-def run_load(pool: ProcessPoolExecutor, port: int, connections: int, ops: int, mode: str) -> dict:
-    """``connections`` clients doing ``ops`` iterations each; pairs/s and latency percentiles."""
-    keys = [f"bench{i}" for i in range(connections)]
+def run_load(pool: ProcessPoolExecutor, port: int, connections: int, ops: int, mode: str,
+             queues: int | None = None) -> dict:
+    """``connections`` clients doing ``ops`` iterations each, on ``queues`` queues (default: one
+    each); pairs/s and latency percentiles. A shared queue is never empty at a get: each
+    connection gets only after its own set, and the server handles requests in order."""
+    keys = [f"bench{i % (queues or connections)}" for i in range(connections)]
     parts = [keys[i::PROCESSES] for i in range(PROCESSES) if keys[i::PROCESSES]]
     results = list(pool.map(_worker, [port] * len(parts), parts, [ops] * len(parts), [mode] * len(parts)))
     sets = np.array([x for r in results for x in r[0]])
@@ -139,7 +144,7 @@ class Memcached:
         self.proc.wait(10)
 
 
-def bench_kestrel(ops: int, connections: list[int], repeats: int) -> dict:
+def bench_kestrel(ops: int, connections: list[int], repeats: int, queues: int | None = None) -> dict:
     scratch = Path(tempfile.mkdtemp(prefix="bench-kestrel-"))
     servers: dict[str, object] = {
         "kestrel sync never": KestrelProcess(scratch / "never", '[default]\nsyncJournal = "never"\n').start(),
@@ -157,17 +162,20 @@ def bench_kestrel(ops: int, connections: list[int], repeats: int) -> dict:
                 for case in cases:
                     name, conns, mode = case
                     per_conn = max(50, ops // conns)
-                    runs[case].append(run_load(pool, servers[name].port, conns, per_conn, mode))  # type: ignore[attr-defined]
+                    runs[case].append(run_load(pool, servers[name].port, conns, per_conn, mode,  # type: ignore[attr-defined]
+                                              queues))
                 print(f"  round {r + 1}/{repeats} done")
     finally:
         for server in servers.values():
             server.stop()  # type: ignore[attr-defined]
         shutil.rmtree(scratch, ignore_errors=True)
-    return _report(runs, connections, repeats, ops)
+    return _report(runs, connections, repeats, ops, queues)
 
 
-def _report(runs: dict[tuple, list[dict]], connections: list[int], repeats: int, ops: int) -> dict:
-    results: dict = {"ops": ops, "repeats": repeats, "payload_bytes": len(PAYLOAD), "cases": []}
+def _report(runs: dict[tuple, list[dict]], connections: list[int], repeats: int, ops: int,
+            queues: int | None = None) -> dict:
+    results: dict = {"ops": ops, "repeats": repeats, "payload_bytes": len(PAYLOAD),
+                     "queues": queues or "one per connection", "cases": []}
     print(f"{'server':<22}{'conns':>6}{'mode':>12}{'pairs/s':>10}{'vs memcached':>14}"
           f"{'set p50':>9}{'set p99':>9}{'get p50':>9}{'get p99':>9}  (µs; a pair = set + get)")
     for (name, conns, mode), samples in runs.items():
@@ -286,6 +294,7 @@ def add_arguments(b) -> None:
     b.add_argument("--ops", type=int, default=20_000, help="set+get pairs per case (default 20,000)")
     b.add_argument("--connections", default="1,50", help="comma-separated connection counts (default 1,50)")
     b.add_argument("--repeats", type=int, default=3, help="rounds; medians are quoted (default 3)")
+    b.add_argument("--queues", type=int, help="queues the connections share (default: one per connection)")
     b.add_argument("--crash", type=int, metavar="CYCLES", help="instead: kill -9 cycles under load, then check")
     b.add_argument("--out", type=Path, help="JSON file (default: results/bench/kestrel-<time>.json)")
 
@@ -302,5 +311,8 @@ def run(args) -> dict:
         raise ValueError(f"--connections takes numbers like 1,50, not {args.connections!r}") from None
     if not connections or min(connections) < 1 or args.ops < 100:
         raise ValueError("--connections must be >= 1 and --ops >= 100")
-    print(f"kestrel vs memcached over loopback ({args.ops:,} set+get pairs per case, {args.repeats} rounds):")
-    return bench_kestrel(args.ops, connections, args.repeats)
+    if args.queues is not None and args.queues < 1:
+        raise ValueError("--queues must be >= 1")
+    shared = f", {args.queues} shared queue(s)" if args.queues else ", a queue per connection"
+    print(f"kestrel vs memcached over loopback ({args.ops:,} set+get pairs per case, {args.repeats} rounds{shared}):")
+    return bench_kestrel(args.ops, connections, args.repeats, args.queues)
