@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     import random  # a draw's source is the caller's: the world's seeded stream
 
 DISTRIBUTIONS = ("const", "exp", "lognormal")
+_NV_MAGICCONST = 4 * math.exp(-0.5) / math.sqrt(2.0)  # random.NV_MAGICCONST
+_log, _exp = math.log, math.exp
 _UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ns|us|µs|ms|s)\s*$")
 
@@ -59,14 +61,26 @@ class ServiceTime:
                 raise ServiceModelError(f"service {name} must be a finite number >= 0, got {value!r}")
         if self.dist == "lognormal" and self.scale_ns <= 0:
             raise ServiceModelError("a lognormal service time needs a median > 0")
+        # lognormal's mu, once (not a field: equality and repr stay the parameters')
+        object.__setattr__(self, "_mu", math.log(self.scale_ns) if self.dist == "lognormal" else 0.0)
 
     def sample_ns(self, rng: "random.Random", nbytes: int = 0) -> int:
+        if self.dist == "lognormal":
+            # ``rng.lognormvariate(mu, sigma)`` inlined, as ``models.latency`` does: the same
+            # draws and the same value (Kinderman and Monahan's normal, as
+            # ``random.normalvariate``) without its two calls; every simulated request draws one.
+            draw = rng.random
+            while True:
+                u1 = draw()
+                u2 = 1.0 - draw()
+                z = _NV_MAGICCONST * (u1 - 0.5) / u2
+                if z * z / 4.0 <= -_log(u2):
+                    break
+            return round(_exp(self._mu + z * self.sigma) + self.per_byte_ns * nbytes)
         if self.dist == "const":
             ns = self.scale_ns
-        elif self.dist == "exp":
-            ns = rng.expovariate(1.0 / self.scale_ns) if self.scale_ns > 0 else 0.0
         else:
-            ns = rng.lognormvariate(math.log(self.scale_ns), self.sigma)
+            ns = rng.expovariate(1.0 / self.scale_ns) if self.scale_ns > 0 else 0.0
         return round(ns + self.per_byte_ns * nbytes)
 
     @property
