@@ -5,7 +5,8 @@ connection and byte counters the stats report. The same object serves a real soc
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from functools import lru_cache
+from typing import Any, Awaitable, Callable
 
 from lab.backends.kestrel.core.collection import QueueCollection
 from lab.backends.kestrel.core.session import Session
@@ -16,6 +17,13 @@ from lab.design.runtime import Accept, Send
 
 
 _GET_FLAGS = ("open", "close", "abort", "peek")
+
+
+@lru_cache(maxsize=1024)
+def _get_kind(key: str) -> str:
+    """A get key's kind (``get/close/open``); cached, as a client repeats a handful of keys
+    and the sim world asks for every request."""
+    return "/".join(["get", *(f for f in key.split("/")[1:] if f in _GET_FLAGS)])
 
 
 class KestrelConnection:
@@ -46,17 +54,16 @@ class KestrelConnection:
         """What kind of request this is, as service-time models name it: the command, and for
         a get its transaction flags (``get/close/open``), which change what it does."""
         if request.command == "get" and request.args:
-            flags = [f for f in request.args[0].split("/")[1:] if f in _GET_FLAGS]
-            return "/".join(["get", *flags])
+            return _get_kind(request.args[0])
         return request.command
 
     def handle(self, request: Any, send: Send):
         if send is not self._send:  # a world passes the same send every time: wrap it once
             stats = self.collection.stats
 
-            async def counted(data: bytes) -> None:
+            def counted(data: bytes) -> Awaitable[None]:  # the world's send, counted: no coroutine of its own
                 stats.bytes_written += len(data)
-                await send(data)
+                return send(data)
 
             self._send, self._counted = send, counted
         return self.handler.handle(request, self._counted)

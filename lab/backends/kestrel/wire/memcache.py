@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Awaitable, Callable
 
 from lab.backends.kestrel.core.collection import VERSION, BadQueueName, QueueCollection
@@ -55,6 +56,11 @@ def parse_get_key(key: str) -> GetOptions:
     if got.peek and (got.open or got.close or got.abort) or got.abort and (got.open or got.close):
         raise LookupError("forbidden option combination")
     return got
+
+
+#: ``parse_get_key`` per key, shared: a client repeats a handful of keys, and the options
+#: are only read (a bad key raises, and raising is not cached).
+_get_options = lru_cache(maxsize=1024)(parse_get_key)
 
 
 class MemcacheHandler:
@@ -132,7 +138,7 @@ class MemcacheHandler:
     async def cmd_get(self, request: MemcacheRequest, send: Send) -> bool:
         key = request.args[0]  # only the first key is used
         try:
-            options = parse_get_key(key)
+            options = _get_options(key)
         except LookupError:
             await send(memcache_line("CLIENT_ERROR"))
             return False

@@ -78,21 +78,24 @@ class MemcacheParser:
 
     def next_request(self) -> MemcacheRequest | None:
         """The next complete request, or None until more bytes arrive."""
+        buffer = self.buffer
+        if not buffer:  # the common case after a request: its arrival is used up
+            return None
         if self._pending is None:
-            if self.buffer and self.buffer[0] == BINARY_MAGIC:  # a binary-protocol client: answer it
-                if len(self.buffer) < BINARY_HEADER.size:
+            if buffer[0] == BINARY_MAGIC:  # a binary-protocol client: answer it
+                if len(buffer) < BINARY_HEADER.size:
                     return None
-                header = bytes(self.buffer[:BINARY_HEADER.size])
-                self.buffer.clear()  # the connection closes after the answer
+                header = bytes(buffer[:BINARY_HEADER.size])
+                buffer.clear()  # the connection closes after the answer
                 return MemcacheRequest(BINARY_REQUEST, [], header, len(header))
-            end = self.buffer.find(b"\n")
-            if (len(self.buffer) if end < 0 else end) > MAX_LINE:
+            end = buffer.find(b"\n")
+            if (len(buffer) if end < 0 else end) > MAX_LINE:
                 raise ProtocolDrop(f"request line longer than {MAX_LINE} bytes")
             if end < 0:
                 return None
-            cut = end - 1 if end and self.buffer[end - 1] == 13 else end  # a "\r" before the "\n"
-            line = self.buffer[:cut].decode("latin-1")
-            del self.buffer[: end + 1]
+            cut = end - 1 if end and buffer[end - 1] == 13 else end  # a "\r" before the "\n"
+            line = buffer[:cut].decode("latin-1")
+            del buffer[: end + 1]
             tokens = line.split(" ")
             if tokens[-1] == "":
                 tokens = java_split(line)
@@ -109,11 +112,11 @@ class MemcacheParser:
                 raise ProtocolDrop(f"{command}: byte count {size} out of range (0 to {self.max_value})")
             self._pending = (tokens, size, end + 1)
         tokens, size, line_bytes = self._pending
-        if len(self.buffer) < size + 2:
+        if len(buffer) < size + 2:
             return None
-        data = bytes(self.buffer[:size])
-        terminator_ok = self.buffer[size: size + 2] == b"\r\n"
-        del self.buffer[: size + 2]
+        data = bytes(buffer[:size])
+        terminator_ok = buffer[size: size + 2] == b"\r\n"
+        del buffer[: size + 2]
         self._pending = None
         return MemcacheRequest(tokens[0].lower(), tokens[1:], data, line_bytes + size + 2, terminator_ok)
 
