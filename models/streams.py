@@ -67,6 +67,19 @@ class StreamReply(NamedTuple):
     refused: bool = False
 
 
+class _Sent:
+    """What a server connection's ``send`` returns: an awaitable that is done already (the
+    frame left when ``send`` was called), so awaiting it costs no coroutine."""
+
+    __slots__ = ()
+
+    def __await__(self):
+        return iter(())
+
+
+_SENT = _Sent()
+
+
 class _Accepted:
     __slots__ = ("conn", "running", "closed", "client", "seq", "owner", "nbytes", "transport", "send")
 
@@ -111,10 +124,12 @@ class SimListeners:
         accepted = _Accepted(self.ports[key[0]]())
         net, conn = self.rt.net, key[1]
 
-        async def send(chunk: bytes) -> None:  # one for the connection's life, as the live world's
+        def send(chunk: bytes) -> _Sent:  # one for the connection's life, as the live world's
+            # on the wire at the call, which the caller awaits at once: no coroutine to run
             if chunk and not accepted.closed and self.rt.alive:
                 net.stream(accepted.client, StreamReply(conn, accepted.seq, chunk))  # on the wire now
                 accepted.seq += 1
+            return _SENT
 
         accepted.send = send
         return accepted
@@ -132,24 +147,30 @@ class SimListeners:
             return
         accepted.client = source
         conn = accepted.conn
-        conn.feed(message.data)
-        cpu = self.rt.cpu
+        data = message.data
+        conn.feed(data)
+        rt = self.rt
+        cpu = rt.cpu
         if cpu is not None:  # the bytes, and the frame's transport, are charged to the next request
-            accepted.nbytes += len(message.data)
+            accepted.nbytes += len(data)
             accepted.transport += round(cpu.model.transport_ns)
         if accepted.owner is not None:
             return
         accepted.owner = message
-        process = self.rt.env.active_process  # None when run at the arrival (``SimRuntime.start``)
+        process = rt.env._active_proc  # None when run at the arrival (``SimRuntime.start``)
         if process is not None:  # a handling that began in its own task (the node was paused)
             accepted.running = SimTask(process)
+        # looked up once per arrival, not per request (a frame mostly carries one request)
+        next_request, handle, send = conn.next_request, conn.handle, accepted.send
+        kind_of = getattr(conn, "request_kind", None)  # as ``request_kind`` names a request
         try:
-            while not accepted.closed and (request := conn.next_request()) is not None:
+            while not accepted.closed and (request := next_request()) is not None:
                 if cpu is not None:
                     nbytes, transport = accepted.nbytes, accepted.transport
                     accepted.nbytes = accepted.transport = 0
-                    await cpu.serve(request_kind(conn, request), nbytes, transport)
-                if not await conn.handle(request, accepted.send):
+                    await cpu.serve(kind_of(request) if kind_of is not None else request_kind(conn, request),
+                                    nbytes, transport)
+                if not await handle(request, send):
                     self._close(key, fin=True)
         except ProtocolDrop as e:
             log.info("dropping a connection: %s", e)
