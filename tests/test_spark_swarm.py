@@ -1,7 +1,7 @@
-"""`lab swarm --spark` and `lab matrix --spark`: each run a Spark task on ``local[2]``, with the
-same verdicts, counts and invalid seeds as the process pool (the sim world is deterministic);
-a seed whose task's worker dies twice reported by seed while the others run on; the master
-URL checked and given its retries. The standalone cluster's 50-seed swarm is the slow tier's
+"""`lab swarm --spark` and `lab matrix --spark`: each run a Spark task on ``local[2]`` (the seeds
+one job), with the same verdicts, counts and invalid seeds as the process pool (the sim world is
+deterministic); a seed whose task's worker dies twice reported by seed while the others run on;
+the master URL checked and given its retries. The standalone cluster's 50-seed swarm is the slow tier's
 ``test_spark_swarm_cluster``.
 
 A process has one SparkSession: these tests share the test run's (``local[2]``) when it has
@@ -93,6 +93,21 @@ def test_a_seed_whose_task_dies_twice_is_reported_by_seed_and_the_others_run(mon
     assert error.reason.startswith("TaskFailed: its Spark task failed 2 times")
     assert [f.run.seed for f in result.findings] == [2]
     assert (tmp_path / "sw" / "seed-2.error.txt").is_file()
+    # the one job's summaries folder is gone, and no killed task's half-written run folder is left
+    assert not (tmp_path / "sw" / spark_runs.SUMMARIES).exists()
+    assert all((tmp_path / "sw" / f"seed-{s}" / "manifest.json").is_file() for s in (1, 3))
+
+
+def test_one_job_runs_every_call_and_a_past_deadline_starts_none(tmp_path):
+    with spark_runs.spark_context("local[2]") as sc:
+        runs = spark_runs.SparkRuns(sc, 2)
+        got = dict((key, future.result()) for key, future in
+                   runs.run_all(pow, [(n, (n, 2)) for n in range(6)], tmp_path))
+        skipped = list(runs.run_all(pow, [(n, (n, 2)) for n in range(3)], tmp_path, deadline=0.0))
+        runs.shutdown()
+    assert got == {n: n * n for n in range(6)}
+    assert skipped == []  # past the deadline: no run started, none reported
+    assert not (tmp_path / spark_runs.SUMMARIES).exists()
 
 
 def test_the_matrix_on_spark_gives_the_pools_table(tmp_path):
