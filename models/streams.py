@@ -25,7 +25,6 @@ does not enforce a connection's idle timeout: a simulated client is never idle b
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, TypeVar
 
 from lab.design.runtime import Accept, CallTimeout, ProtocolDrop, ServerConnection, Unreachable
@@ -38,17 +37,17 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class StreamData:
-    """Bytes from a client's connection ``conn`` to the node's port ``port``."""
+class StreamData(NamedTuple):
+    """Bytes from a client's connection ``conn`` to the node's port ``port``. (Named tuples,
+    as ``StreamReply``: one is built per exchange, and a frozen dataclass's constructor costs
+    a call per field.)"""
 
     port: str
     conn: str
     data: bytes
 
 
-@dataclass(frozen=True)
-class StreamClose:
+class StreamClose(NamedTuple):
     """The client closed connection ``conn``."""
 
     port: str
@@ -225,7 +224,8 @@ class SimConnection:
 
     async def exchange(self, data: bytes, receive: Callable[[bytes], T | None], timeout: float) -> T:
         net = self.net
-        if self.node not in net.network.world.nodes:
+        world = net.network.world
+        if self.node not in world.nodes:
             raise Unreachable(f"{net.rt.node}: no node called {self.node!r}")
         if self.conn is None:
             self._open()
@@ -237,7 +237,7 @@ class SimConnection:
             for chunk in unread:
                 self._feed(chunk)
         if not waiter.triggered:
-            net.network.world.deadlines.add(to_ns(timeout), waiter, _TIMEOUT)  # the reply, or _TIMEOUT
+            world.deadlines.add(to_ns(timeout), waiter, _TIMEOUT)  # the reply, or _TIMEOUT
         try:
             outcome = await Await(waiter)
         finally:

@@ -29,6 +29,7 @@ class KestrelClient(QueueClient):
 
     def __init__(self, conn: Connection, reliable: bool, timeout: float):
         self.conn, self.reliable, self.timeout = conn, reliable, timeout
+        self._gets: dict[tuple[str, float], tuple[str, bytes]] = {}  # a get's key and bytes, per queue and wait
 
     async def put(self, queue: str, body: bytes) -> None:
         reply = await self.conn.exchange(encode_set(queue, body), ReplyReader(), self.timeout)
@@ -36,8 +37,14 @@ class KestrelClient(QueueClient):
             raise Rejected(f"set {queue}: {reply.line}")
 
     async def get(self, queue: str, wait: float) -> Delivery | None:
-        key = get_key(queue, wait, open=self.reliable)
-        reply = await self.conn.exchange(encode_get(key), ReplyReader(), wait + self.timeout)
+        request = self._gets.get((queue, wait))
+        if request is None:  # a client asks the same few: built once each
+            if len(self._gets) >= 64:  # a caller whose waits vary: keep the cache small
+                self._gets.clear()
+            key = get_key(queue, wait, open=self.reliable)
+            request = self._gets[(queue, wait)] = (key, encode_get(key))
+        key = request[0]
+        reply = await self.conn.exchange(request[1], ReplyReader(), wait + self.timeout)
         if reply.line == "END":
             return None
         if reply.value is None:
