@@ -12,8 +12,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-_NV_MAGICCONST = 4 * math.exp(-0.5) / math.sqrt(2.0)  # random.NV_MAGICCONST
-_log, _exp = math.log, math.exp
+from lab.design.service import lognormal
+
 _DISTRIBUTIONS = ("constant", "uniform", "exponential", "lognormal")
 
 
@@ -54,17 +54,7 @@ class LatencyModel:
 
     def sample_ns(self, rng: random.Random) -> int:
         if self.dist == "lognormal" and self.ms > 0:
-            # ``rng.lognormvariate(mu, sigma)`` inlined — the same draws and the same value
-            # (Kinderman and Monahan's normal, as ``random.normalvariate``), without its
-            # two calls: every frame and fsync draws one.
-            draw = rng.random
-            while True:
-                u1 = draw()
-                u2 = 1.0 - draw()
-                z = _NV_MAGICCONST * (u1 - 0.5) / u2
-                if z * z / 4.0 <= -_log(u2):
-                    break
-            return round(_exp(self._mu + z * self.sigma) * 1_000_000)
+            return round(lognormal(rng.random, self._mu, self.sigma) * 1_000_000)
         if self.dist == "constant":
             ms = self.ms
         elif self.dist == "uniform":

@@ -23,7 +23,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import yaml
 
@@ -33,6 +33,18 @@ if TYPE_CHECKING:
 DISTRIBUTIONS = ("const", "exp", "lognormal")
 _NV_MAGICCONST = 4 * math.exp(-0.5) / math.sqrt(2.0)  # random.NV_MAGICCONST
 _log, _exp = math.log, math.exp
+
+
+def lognormal(draw: Callable[[], float], mu: float, sigma: float) -> float:
+    """``random.Random.lognormvariate(mu, sigma)`` with ``draw`` its ``random``, in one call
+    instead of two: the same draws and the same value (Kinderman and Monahan's normal, as
+    ``random.normalvariate``). Every simulated request, frame and fsync draws one."""
+    while True:
+        u1 = draw()
+        u2 = 1.0 - draw()
+        z = _NV_MAGICCONST * (u1 - 0.5) / u2
+        if z * z / 4.0 <= -_log(u2):
+            return _exp(mu + z * sigma)
 _UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ns|us|µs|ms|s)\s*$")
 
@@ -66,17 +78,7 @@ class ServiceTime:
 
     def sample_ns(self, rng: "random.Random", nbytes: int = 0) -> int:
         if self.dist == "lognormal":
-            # ``rng.lognormvariate(mu, sigma)`` inlined, as ``models.latency`` does: the same
-            # draws and the same value (Kinderman and Monahan's normal, as
-            # ``random.normalvariate``) without its two calls; every simulated request draws one.
-            draw = rng.random
-            while True:
-                u1 = draw()
-                u2 = 1.0 - draw()
-                z = _NV_MAGICCONST * (u1 - 0.5) / u2
-                if z * z / 4.0 <= -_log(u2):
-                    break
-            return round(_exp(self._mu + z * self.sigma) + self.per_byte_ns * nbytes)
+            return round(lognormal(rng.random, self._mu, self.sigma) + self.per_byte_ns * nbytes)
         if self.dist == "const":
             ns = self.scale_ns
         else:
