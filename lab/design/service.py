@@ -45,6 +45,8 @@ def lognormal(draw: Callable[[], float], mu: float, sigma: float) -> float:
         z = _NV_MAGICCONST * (u1 - 0.5) / u2
         if z * z / 4.0 <= -_log(u2):
             return _exp(mu + z * sigma)
+
+
 _UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ns|us|µs|ms|s)\s*$")
 
