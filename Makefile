@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: compare test test-slow regress lab java browser brokers clean
+.PHONY: compare test test-slow regress lab java browser brokers clean doctor docs figures
 
 compare: $(STAMP) java
 	$(BIN)/lab compare
