@@ -16,6 +16,9 @@ from lab.workloads.fault_base import (MODES, SHAPES, SIDED_SHAPES, Cast, Fault, 
 
 @dataclass(frozen=True)
 class Pause(Fault):
+    """Stop the world on the targets (a GC pause): none of their code runs, and messages to
+    them wait until it heals."""
+
     kind: ClassVar[str] = "pause"
 
     def start(self, world: FaultWorld, placement: Placement, rt: Runtime) -> Heal:
@@ -26,6 +29,9 @@ class Pause(Fault):
 
 @dataclass(frozen=True)
 class Crash(Fault):
+    """The targets' machines crash (kill -9, and what was not fsynced is lost); they restart on
+    the same disk when it heals."""
+
     kind: ClassVar[str] = "crash"
     FIELDS: ClassVar[tuple[str, ...]] = ("tear",)
     tear: bool = False
@@ -46,7 +52,7 @@ class Crash(Fault):
 @dataclass(frozen=True)
 class Kill(Fault):
     """The targets' server processes die (kill -9) and their machines stay up: what they
-    wrote and did not fsync survives in the page cache."""
+    wrote and did not fsync survives in the page cache. They restart when it heals."""
 
     kind: ClassVar[str] = "kill"
 
@@ -58,6 +64,9 @@ class Kill(Fault):
 
 @dataclass(frozen=True)
 class Partition(Fault):
+    """Cut links (Jepsen's grudges): the targets from every other node, or one of Jepsen's
+    shapes over the targets; both ways or one way; held, or flapping on and off."""
+
     kind: ClassVar[str] = "partition"
     FIELDS: ClassVar[tuple[str, ...]] = ("shape", "mode", "flap")
     shape: str = "isolate"
@@ -158,6 +167,8 @@ def _links_of(nodes: Iterable[str], cast: Cast) -> tuple[Link, ...]:
 
 @dataclass(frozen=True)
 class LinkDelay(Fault):
+    """Every message on a link to or from a target takes longer."""
+
     kind: ClassVar[str] = "link-delay"
     FIELDS: ClassVar[tuple[str, ...]] = ("ms", "jitter_ms")
     ms: float = 0.0
@@ -181,6 +192,8 @@ class LinkDelay(Fault):
 
 @dataclass(frozen=True)
 class Loss(Fault):
+    """Drop each message on a link to or from a target, with a probability."""
+
     kind: ClassVar[str] = "loss"
     FIELDS: ClassVar[tuple[str, ...]] = ("p",)
     p: float = 0.0
@@ -204,6 +217,8 @@ class Loss(Fault):
 
 @dataclass(frozen=True)
 class DiskDelay(Fault):
+    """Every fsync on the targets takes longer (delayed writes)."""
+
     kind: ClassVar[str] = "disk-delay"
     FIELDS: ClassVar[tuple[str, ...]] = ("ms",)
     ms: float = 0.0
@@ -252,6 +267,11 @@ class GcPlacement(Placement):
 
 @dataclass(frozen=True)
 class Gc(Fault):
+    """Stop-the-world pauses on each target, drawn per node while the fault lasts (a
+    garbage-collected runtime): young and full pauses at uniform gaps around their means, from
+    a random phase, lasting lognormal times; one collector, so a pause that comes while another
+    holds the node starts when it ends. The heal ends any pause in force."""
+
     kind: ClassVar[str] = "gc"
     FIELDS: ClassVar[tuple[str, ...]] = ("preset", *GC_FIELDS)
     preset: str = "jvm"
@@ -347,6 +367,10 @@ class Gc(Fault):
 
 @dataclass(frozen=True)
 class LateWrites(Fault):
+    """The simulated store on a target (CassieQ's Cassandra node, sim world) applies each message
+    write late or never, as the design options ``cassandra_late_write_p`` ... do for a whole
+    run; a target that runs no simulated store is untouched."""
+
     kind: ClassVar[str] = "late-writes"
     FIELDS: ClassVar[tuple[str, ...]] = ("late_p", "late_s", "ghost_p")
     late_p: float = 0.1
@@ -374,7 +398,6 @@ class LateWrites(Fault):
         for node in placement.nodes:
             world.add_late_writes(node, *args)
         return lambda: [world.remove_late_writes(node, *args) for node in placement.nodes]
-
 
 
 @dataclass(frozen=True)
