@@ -24,6 +24,10 @@ regress: $(STAMP) java
 lab: $(STAMP) java
 	$(BIN)/jupyter lab --notebook-dir=notebooks
 
+# The documentation site (mkdocs.yml, docs/) on http://127.0.0.1:8000, rebuilt as pages change.
+docs: $(STAMP)
+	$(BIN)/mkdocs serve
+
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
