@@ -28,6 +28,11 @@ lab: $(STAMP) java
 docs: $(STAMP)
 	$(BIN)/mkdocs serve
 
+# The documentation's figures, made from runs and stamped in docs/figures.json (command, date):
+# lab compare, lab matrix and lab brokers (live runs of the real brokers). FIGURES=compare,matrix: some.
+figures: $(STAMP) java brokers
+	$(BIN)/lab figures $(if $(FIGURES),--only $(FIGURES))
+
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
