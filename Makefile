@@ -24,6 +24,10 @@ regress: $(STAMP) java
 lab: $(STAMP) java
 	$(BIN)/jupyter lab --notebook-dir=notebooks
 
+# What each part of the lab needs from this machine, one line per item; exits 1 when `make compare` cannot run.
+doctor: $(STAMP)
+	$(BIN)/lab doctor
+
 # The documentation site (mkdocs.yml, docs/) on http://127.0.0.1:8000, rebuilt as pages change.
 docs: $(STAMP)
 	$(BIN)/mkdocs serve
@@ -43,7 +47,7 @@ $(STAMP): pyproject.toml
 java:
 	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n 1); \
 	if [ -z "$$v" ] || [ "$$v" -lt 17 ]; then \
-	  echo "queue-lab needs Java 17+ for PySpark (found: $${v:-none}): install it with 'sudo apt-get install -y openjdk-17-jre-headless', or use 'conda env create -f environment.yml'"; \
+	  echo "queue-lab needs Java 17+ for PySpark (found: $${v:-none}): install it with 'sudo apt-get install -y openjdk-17-jre-headless', or use 'conda env create -f environment.yml'; 'make doctor' checks all the lab needs"; \
 	  exit 1; \
 	fi
 
@@ -52,7 +56,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 browser:
 	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
 	  echo "installing Chromium and ChromeDriver for the web UI test (apt-get) ..."; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium chromium-driver >/dev/null \
+	  || { echo "could not install Chromium: 'make doctor' says what is missing and the command that installs it"; exit 1; }; \
 	fi
 
 # The real brokers run beside the designs (lab/peers/): Debian's servers, and FUSE for the
@@ -65,7 +70,8 @@ brokers:
 	  command -v $$bin >/dev/null 2>&1 || [ -x "$$bin" ] || missing="$$missing $$pkg"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing the real brokers and FUSE (apt-get):$$missing ..."; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null \
+	  || { echo "could not install$$missing: 'make doctor' says what is missing and the command that installs each"; exit 1; }; \
 	  for service in redis-server rabbitmq-server nats-server beanstalkd; do \
 	    $(SUDO) service $$service stop >/dev/null 2>&1 || true; done; \
 	fi
