@@ -51,6 +51,8 @@ def test_a_broken_promise_without_loss_is_still_named():
 def test_nothing_lost_anywhere_is_one_sentence():
     assert delivery_sentences([row("steady", "kestrel", "sim"), row("steady", "kestrel", "live")]) == [
         "No design lost or duplicated an acknowledged message in any of the 2 runs, and every verdict is valid."]
+    assert delivery_sentences([row("steady", "kestrel", "sim")]) == [
+        "No design lost or duplicated an acknowledged message in the one run, and its verdict is valid."]
 
 
 def test_the_fastest_per_world_and_workload_leaves_the_control_aside():

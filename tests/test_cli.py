@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.design.registry import usable
+from lab.design.registry import CONTROL, usable
 
 SMALL = "name: small\nproducers: 2\nconsumers: 1\nrate: 1000\nduration: 0.5\nseed: 3\n"
 
@@ -77,6 +77,23 @@ def test_compare_writes_the_table_and_the_chart(small, tmp_path):
     assert sorted((r["backend"], r["world"], r["verdict"]) for r in rows) == sorted(expected)
     png = (tmp_path / "cmp" / "latency.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
+    # The answer in words comes last, as answer.md has it, and agrees with the table printed above it.
+    table, answer = out.stdout.split("\nThe answer:\n")
+    assert answer.strip() == (tmp_path / "cmp" / "answer.md").read_text().strip()
+    assert answer.startswith(f"No design lost or duplicated an acknowledged message in any of the {len(rows)} runs, "
+                             "and every verdict is valid.")
+    printed = {(cells[2], cells[3]): cells[6] for line in table.splitlines() if line.startswith("| small |")
+               for cells in [[c.strip() for c in line.split("|")]]}  # (design, world) -> put p50 as printed
+    for world in ("sim", "live"):
+        timed = {r["backend"]: float(r["put_p50_ns"]) for r in rows if r["world"] == world and r["backend"] != CONTROL}
+        best = printed[(min(timed, key=timed.get), world)]
+        names = [name for name in timed if printed[(name, world)] == best]  # a tie as printed names them all
+        said = answer.split(f"The fastest put in the {world} world")[1].split(". The fastest put")[0]
+        assert f"in small, {_and(names)} at p50 ({best}" in said, (world, printed, said)
+
+
+def _and(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def test_aggregate_summarises_runs_with_spark(small, tmp_path):

@@ -13,6 +13,7 @@ import pytest
 import lab.aggregate.spark
 from lab.cli import main
 from lab.experiments.compare import compare
+from lab.judge.summary import format_ns
 from lab.present.plots import latency_figure
 from lab.workloads.spec import parse_workload
 
@@ -67,6 +68,12 @@ def test_table_chart_and_run_summary_give_one_end_to_end_p50(comparison):
     assert manifest["summary"]["e2e"]["p50_ns"] != pytest.approx(table_p50, rel=0.05)
     text = result.markdown_path.read_text()
     assert "measured phases (steady, fault, heal" in text and "| burst | queuefka | sim |" in text
+    # The answer in words beside the table: the same put p50 as the table prints, and the world that did not run.
+    answer = result.answer_path.read_text()
+    assert row["verdict"] == "valid" and answer.startswith(
+        "No design lost or duplicated an acknowledged message in the one run, and its verdict is valid.")
+    assert f"The fastest put in the sim world: in burst, queuefka at p50 ({format_ns(row['put_p50_ns'])})" in answer
+    assert answer.strip().endswith("Nothing ran in the live world.")
 
 
 def test_combinations_that_cannot_run_are_named_one_line_each(comparison):

@@ -34,6 +34,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(comparison.markdown_path.read_text())
     print(f"table: {comparison.markdown_path} and {comparison.csv_path}")
     print(f"chart: {comparison.plot_path}")
+    print(f"answer: {comparison.answer_path}")
+    print()
+    print("The answer:")
+    print(comparison.answer_path.read_text(), end="")
     return 0
 
 

@@ -6,10 +6,11 @@ The comparison is a table (Markdown for people, CSV for tools) built from the
 pipeline's ``measured`` rows (steady, fault and heal) and checker totals (the whole run)
 — plus the reordering that only the per-run checker measures — and a latency chart (put
 and end-to-end latency by percentile, one line per backend and world) drawn from the
-same rows' histograms, so the chart's p50 is the table's. A workload does not run in a
-world that cannot apply its faults (``lab.experiments.runner.fault_refusal``); a combination that
-cannot run is named and skipped, and a comparison with nothing to run fails before
-anything starts.
+same rows' histograms, so the chart's p50 is the table's; and the table's answer in words
+(``lab.present.answer``: who lost or duplicated what, allowed or not, and who put fastest).
+A workload does not run in a world that cannot apply its faults
+(``lab.experiments.runner.fault_refusal``); a combination that cannot run is named and
+skipped, and a comparison with nothing to run fails before anything starts.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ if TYPE_CHECKING:  # PySpark and matplotlib load only when a comparison runs (th
 
 COLUMNS = ("workload", "backend", "world", "put_tput_p50", "get_tput_p50", "put_p50_ns", "put_p99_ns",
            "put_p999_ns", "e2e_p50_ns", "e2e_p99_ns", "e2e_p999_ns", "lost", "duplicated", "unexpected",
-           "recovered", "inversions", "verdict", "run_id")
+           "recovered", "inversions", "verdict", "run_id", "reason")
 PHASES_NOTE = (f"Throughput and latency: the {MEASURED} phases ({', '.join(MEASURED_PHASES)}; not warm-up or "
                "drain), as in latency.png; e2e = put start to first delivery, in the phase of that delivery. "
                "lost, dup, unexp, inversions: the whole run.")
@@ -65,6 +66,11 @@ class Comparison:
     @property
     def plot_path(self) -> Path:
         return self.directory / "latency.png"
+
+    @property
+    def answer_path(self) -> Path:
+        """The table's answer in words (``lab.present.answer``): one paragraph to paste."""
+        return self.directory / "answer.md"
 
 
 def standard_workloads() -> list[Workload]:
@@ -112,6 +118,7 @@ def _compare(runnable: list[tuple[Workload, str, str]], directory: Path, progres
 
     echo("  aggregating with Spark ...")
     from lab.aggregate.pipeline import aggregate
+    from lab.present.answer import compare_answer
     from lab.present.plots import latency_figure
     from lab.aggregate.spark import spark_session
 
@@ -120,6 +127,7 @@ def _compare(runnable: list[tuple[Workload, str, str]], directory: Path, progres
     comparison = Comparison(rows, directory, _panels(results, summaries))
     _write_csv(rows, comparison.csv_path)
     comparison.markdown_path.write_text(markdown_table(rows) + "\n")
+    comparison.answer_path.write_text(compare_answer(rows) + "\n")
     latency_figure(comparison.panels, comparison.plot_path,
                    title=f"{MEASURED} phases ({', '.join(MEASURED_PHASES)}), as compare.md; "
                          "end to end = put start to first delivery")
@@ -188,6 +196,7 @@ def _row(result: RunResult, summaries: "Aggregation") -> dict[str, Any]:
         "inversions": result.verdict.reordering.inversions,
         "verdict": checks["verdict"],  # valid, allowed or invalid (lab.judge.verdict), as the checker's
         "run_id": result.run_id,
+        "reason": checks["reason"],  # the verdict's why: the fault and allowance, or the promise broken
     }
 
 

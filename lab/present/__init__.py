@@ -1,2 +1,3 @@
-"""Presentation: charts (``plots``) and the HTML report (``report``) — how results look. The
-experiments draw their charts with it, so it stands below them."""
+"""Presentation: charts (``plots``), the HTML report (``report``) and a table's answer in words
+(``answer``) — how results look. The experiments draw their charts with it, so it stands below
+them."""

@@ -38,6 +38,8 @@ def delivery_sentences(rows: Sequence[Row]) -> list[str]:
     """A sentence per run that lost, duplicated or was not plainly valid, then what the rest did."""
     notable = [r for r in rows if r["lost"] or r["duplicated"] or r["verdict"] != VALID]
     if not notable:
+        if len(rows) == 1:
+            return ["No design lost or duplicated an acknowledged message in the one run, and its verdict is valid."]
         return [f"No design lost or duplicated an acknowledged message in any of the {_count(len(rows), 'run')}, "
                 "and every verdict is valid."]
     said = [_delivery(r) for r in notable]
