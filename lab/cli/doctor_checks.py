@@ -43,7 +43,8 @@ class Check:
     def line(self) -> str:
         need = "required" if self.required else "optional"
         if self.ok:
-            return f"{'ok':<8} {self.item:<11} {need:<9} {self.found}" + (f" — {self.needed_by}" if self.needed_by else "")
+            for_whom = f" — {self.needed_by}" if self.needed_by else ""
+            return f"{'ok':<8} {self.item:<11} {need:<9} {self.found}{for_whom}"
         return f"{self.status or 'missing':<8} {self.item:<11} {need:<9} {self.found} — {self.needed_by}: {self.fix}"
 
 
