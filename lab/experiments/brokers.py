@@ -59,7 +59,7 @@ def table(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def markdown(lines: list[dict[str, Any]]) -> str:
-    """The table as Markdown (README, notebook, `lab brokers`)."""
+    """The table as Markdown (docs/brokers-table.md, notebook 09, `lab brokers`)."""
     head = [c for c in COLUMNS if c not in ("kind", "reason")]
     text = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for line in lines:

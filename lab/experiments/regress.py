@@ -25,8 +25,8 @@ the medians passes the metric's tolerance factor *and* a one-sided Mann–Whitne
 over the rounds gives p < ``ALPHA``. Which metrics gate, and their factors, are in
 ``LIVE_METRICS``; the rest are reported (``worse`` when past their factor, which does not
 fail the gate). The factors are wide because the committed baseline was measured on another machine than
-CI's, and because live figures move between runs on the same machine (README, "The
-regression gate", has the spread measured).
+CI's, and because live figures move between runs on the same machine (docs/regress.md has
+the spread measured).
 
 A (design, workload, world) that the baseline lacks, or whose workload the baseline knew
 with other fields, is ``new`` or ``changed``: it fails until the baseline is updated.

@@ -49,8 +49,7 @@ class Metric:
 #: in burst-reliable (closed loop: clients and servers share the cores, and the machine's
 #: other work shows) by a wider one; burst's put throughput gates only on a collapse. End
 #: to end (it waits behind a backlog that depends on the machine's load), the tails and
-#: the throughput of a rate-limited workload (its rate) are reported. README, "The
-#: regression gate", has the run-to-run spread these factors were chosen from.
+#: the throughput of a rate-limited workload (its rate) are reported. docs/regress.md has the run-to-run spread these factors were chosen from.
 LIVE_METRICS = (
     Metric("put p50", "put", "p50_ns", HIGHER, 2.0, (("steady", 1.5), ("burst-reliable", 2.5))),
     Metric("e2e p50", "e2e", "p50_ns", HIGHER, 2.0),

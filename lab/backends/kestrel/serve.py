@@ -34,7 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--admin-port", type=int, help="admin HTTP port: /stats.json, /stats.txt (default 2223)")
     p.add_argument("--host", help="address to listen on (default 127.0.0.1, or the config's listenAddress)")
     p.add_argument("--data-dir", type=Path, help="the queue path: one journal per queue (default: the config's queuePath)")
-    p.add_argument("--config", type=Path, help="a TOML file with the original's option names (see the README)")
+    p.add_argument("--config", type=Path, help="a TOML file with the original's option names (docs/designs/kestrel.md)")
 
 
 def config_from(args: argparse.Namespace) -> ServerConfig:

@@ -6,7 +6,7 @@ an empty body), then the endpoint's level (403, empty), then validation and the 
 lookup, as the original's filter does. Refusals carry the original's error entity
 ``{"reason", "operation", "message"[, "queueName"]}``.
 
-Deliberate fixes over the original (the README lists them): the list is scoped to the
+Deliberate fixes over the original (docs/designs/cassieq.md lists them): the list is scoped to the
 account; ``dlqName`` given at create reaches the definition; a malformed pop receipt is a
 400 and one that names no message a 409 (the original: 500); a second delete racing the
 first is a 409 (500); no client input gives a 500. The store being unreachable is a 503:

@@ -16,7 +16,7 @@ HEARTBEAT_S = 0.1  # seconds between liveness beats to every peer
 #: detector's timeout (the ``suspect_after`` option). On a busy machine a node's beats arrive
 #: late when the sender, the receiver or the proxy between them waits for a core, so the
 #: default leaves room for the longest silence measured on a loaded 2-core machine
-#: (README, Primer, "The failure detector"); it is also how long a split goes unnoticed.
+#: (docs/designs/primer.md, "The failure detector"); it is also how long a split goes unnoticed.
 SUSPECT_AFTER_S = 1.0
 
 

@@ -1,6 +1,6 @@
 """The segment log's reader: records from any record address, across segments, as they come.
 
-Fixes the original's reader (see the README's Queuefka section): it opens at any record
+Fixes the original's reader (docs/designs/queuefka.md): it opens at any record
 address, not only at segment starts; at the end of the log it returns None and later
 continues with the next new record (the original re-delivered the segment's first one);
 a record cut short at the end is "not complete yet" — no error, no lost position; and a

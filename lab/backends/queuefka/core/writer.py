@@ -3,8 +3,8 @@
 Byte-compatible with the original Go queuefka: same framing, same segment names, same
 rotation rule (after a record, if the bytes in the segment exceed the hint, the next
 segment is created at once, even if it stays empty), and reopening appends to the
-highest segment. What differs is what the original got wrong (see the README's
-Queuefka section): empty payloads are fine, every write returns its address, an I/O
+highest segment. What differs is what the original got wrong (docs/designs/queuefka.md):
+empty payloads are fine, every write returns its address, an I/O
 error leaves the writer usable and the file without a partial record, a torn tail is
 cut off on reopen (and kept aside in a ``.torn`` file, and logged), and there is an
 fsync policy — the original never fsynced at all.
