@@ -18,8 +18,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from lab.design.registry import CONTROL, ORDER, peers
+
 #: The stamp file beside the figures.
 STAMP = "figures.json"
+
+def quick_peer() -> str:
+    """The broker of the quick brokers figure: the first installed peer in the lab's order
+    (the lab's own peers come first; the first of them starts in well under a second)."""
+    installed = peers()
+    return min(installed, key=lambda name: ORDER.index(name) if name in ORDER else len(ORDER))
 
 
 @dataclass(frozen=True)
@@ -40,7 +48,7 @@ def _compare(folder: Path, quick: bool, echo: Callable[[str], None]) -> dict[str
     from lab.workloads.spec import load_workload
 
     workloads = [load_workload("steady").scaled(0.1)] if quick else standard_workloads()
-    comparison = compare(["ideal"] if quick else None, ["sim"] if quick else ["sim", "live"], workloads,
+    comparison = compare([CONTROL] if quick else None, ["sim"] if quick else ["sim", "live"], workloads,
                          out=folder, progress=not quick, echo=echo)
     png = folder / "compare-designs.png"
     compare_designs(comparison.directory, [w.name for w in workloads], png)
@@ -50,7 +58,7 @@ def _compare(folder: Path, quick: bool, echo: Callable[[str], None]) -> dict[str
 def _matrix(folder: Path, quick: bool, echo: Callable[[str], None]) -> dict[str, Path]:
     from lab.experiments.matrix import run_matrix
 
-    matrix = run_matrix(["ideal"] if quick else None, ["kill"] if quick else None, 1 if quick else 5, out=folder,
+    matrix = run_matrix([CONTROL] if quick else None, ["kill"] if quick else None, 1 if quick else 5, out=folder,
                         progress=not quick, echo=echo)
     return {"matrix-heatmap.png": matrix.heatmap_path}
 
@@ -58,7 +66,7 @@ def _matrix(folder: Path, quick: bool, echo: Callable[[str], None]) -> dict[str,
 def _brokers(folder: Path, quick: bool, echo: Callable[[str], None]) -> dict[str, Path]:
     from lab.experiments.brokers import WORKLOADS, markdown, run_brokers, table
 
-    matrix = run_brokers(["redis"] if quick else None, [] if quick else None, ["steady"] if quick else WORKLOADS,
+    matrix = run_brokers([quick_peer()] if quick else None, [] if quick else None, ["steady"] if quick else WORKLOADS,
                          out=folder, progress=not quick, echo=echo)
     page = folder / "brokers-table.md"
     page.write_text(markdown(table(matrix.rows)) + "\n")
@@ -68,11 +76,11 @@ def _brokers(folder: Path, quick: bool, echo: Callable[[str], None]) -> dict[str
 #: Every figure, in the order `lab figures` makes them (quickest first).
 FIGURES: dict[str, Figure] = {figure.name: figure for figure in (
     Figure("compare", "lab compare", ("compare-designs.png",), _compare,
-           "lab compare --backends ideal --worlds sim --workloads steady (scaled 0.1)"),
+           f"lab compare --backends {CONTROL} --worlds sim --workloads steady (scaled 0.1)"),
     Figure("matrix", "lab matrix", ("matrix-heatmap.png",), _matrix,
-           "lab matrix --backends ideal --scenarios kill --seeds 1"),
+           f"lab matrix --backends {CONTROL} --scenarios kill --seeds 1"),
     Figure("brokers", "lab brokers", ("brokers-heatmap.png", "brokers-table.md"), _brokers,
-           "lab brokers --brokers redis --designs '' --workloads steady"),
+           "lab brokers --brokers {peer} --designs '' --workloads steady"),
 )}
 
 
@@ -88,7 +96,8 @@ def make_figures(names: list[str], docs: Path, work: Path, quick: bool = False,
     written: dict[str, dict[str, Any]] = {}
     for number, name in enumerate(names, start=1):
         figure = FIGURES[name]
-        command = figure.quick_command if quick else figure.command
+        # {peer}: the quick broker, looked up when it runs (a peer may be missing)
+        command = figure.quick_command.format(peer=quick_peer()) if quick else figure.command
         echo(f"[{number}/{len(names)}] {name}: {command} -> {', '.join(figure.files)}")
         started, clock = datetime.now(timezone.utc), time.monotonic()
         made = figure.make(work / name, quick, echo)
