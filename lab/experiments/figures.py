@@ -84,6 +84,15 @@ FIGURES: dict[str, Figure] = {figure.name: figure for figure in (
 )}
 
 
+def _shown(path: Path) -> str:
+    """``path`` relative to the working folder when it is below it: the stamp is committed,
+    and a checkout's absolute path means nothing on another machine."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def make_figures(names: list[str], docs: Path, work: Path, quick: bool = False,
                  echo: Callable[[str], None] = print, made_by: str = "lab figures") -> dict[str, dict[str, Any]]:
     """Make the figures ``names`` (keys of FIGURES): each experiment runs in ``work/<name>``,
@@ -104,7 +113,7 @@ def make_figures(names: list[str], docs: Path, work: Path, quick: bool = False,
         seconds = time.monotonic() - clock
         stamp = {"command": command, "made_by": made_by, "quick": quick, "date": started.date().isoformat(),
                  "started": started.isoformat(timespec="seconds"), "seconds": round(seconds, 1),
-                 "runs": str(work / name)}
+                 "runs": _shown(work / name)}
         for file in figure.files:
             target = docs / file
             if file.endswith(".md"):
