@@ -11,11 +11,16 @@ STAMP  := $(VENV)/.installed
 compare: $(STAMP) java
 	$(BIN)/lab compare
 
+# The tests run in parallel (pytest-xdist): more workers than cores, because many of them
+# wait on servers, sockets and clocks rather than compute. Tests that must not overlap
+# share an xdist_group (--dist loadgroup runs a group on one worker).
+TEST_WORKERS ?= 4
+
 test: $(STAMP) java browser brokers
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -m "not slow" -n $(TEST_WORKERS) --dist loadgroup
 
 test-slow: $(STAMP) java brokers
-	$(BIN)/python -m pytest -m slow
+	$(BIN)/python -m pytest -m slow -n $(TEST_WORKERS) --dist loadgroup
 
 # The regression gate: the short standard set in both worlds against results/baselines/standard.json.
 regress: $(STAMP) java

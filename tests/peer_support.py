@@ -10,26 +10,17 @@ from typing import Any
 
 from lab.experiments.runner import RunResult, run
 from lab.workloads.spec import load_workload
+from tests.own_processes import own_mounts, own_processes
 
 
 def processes(binary: bytes) -> set[int]:
-    """Every process on the machine whose command is ``binary`` (its path's last part)."""
-    pids = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                argv = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:  # gone meanwhile
-                continue
-            if argv and argv[0].rsplit(b"/", 1)[-1] == binary:
-                pids.add(int(entry.name))
-    return pids
+    """The running test's processes whose command is ``binary`` (its path's last part)."""
+    return set(own_processes(lambda argv: argv[0].rsplit(b"/", 1)[-1] == binary))
 
 
-def mounts(node: str) -> set[str]:
-    """Mount points of a node's data dir (the power-loss file system) on the machine."""
-    return {line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()
-            if f"/{node}/data" in line.split()[1]}
+def mounts(node: str, under: Path) -> set[str]:
+    """Mount points of a node's data dir (the power-loss file system) below ``under``."""
+    return own_mounts(under, f"/{node}/data")
 
 
 def live(peer: str, workload: str, tmp_path: Path, duration: float | None = None, **options: Any) -> RunResult:

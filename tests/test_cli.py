@@ -17,7 +17,7 @@ SMALL = "name: small\nproducers: 2\nconsumers: 1\nrate: 1000\nduration: 0.5\nsee
 
 def lab(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "lab.cli", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=300)
+                          cwd=cwd, timeout=900)  # a guard against a hang: on a busy machine compare takes minutes
 
 
 @pytest.fixture

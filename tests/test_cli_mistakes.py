@@ -15,11 +15,7 @@ from lab.workloads.spec import standard_workload_files
 SMALL = "name: small\nproducers: 1\nconsumers: 1\nrate: 500\nduration: 0.4\nseed: 3\n"
 
 
-@pytest.fixture(autouse=True)
-def results(tmp_path, monkeypatch):
-    """Runs go to a folder of the test's own, so 'nothing written' can be checked."""
-    monkeypatch.setenv("QUEUE_LAB_RESULTS", str(tmp_path / "results"))
-    return tmp_path / "results"
+pytestmark = pytest.mark.usefixtures("results")  # runs go to the test's own folder (conftest)
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from lab.experiments.conform import FAIL, PASS, SKIP, assert_conforms, conform
 from lab.experiments.conform.report import Report
 from lab.experiments.planting import plant
 
+from tests.own_processes import own_processes
 from tests.plugins import installed, write_distribution
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -169,18 +170,9 @@ def _wire_fault(fault: str) -> Callable[[str], str]:
 
 
 def _servers_left(name: str) -> list[str]:
-    """The command lines of every `lab serve NAME` process still on the machine."""
-    left = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"serve" in argv and name.encode() in argv:
-            left.append(f"{proc.name}: {b' '.join(argv).decode(errors='replace')}")
-    return left
+    """The command lines of every `lab serve NAME` process this test started still running."""
+    return [f"{pid}: {b' '.join(argv).decode(errors='replace')}"
+            for pid, argv in own_processes(lambda argv: b"serve" in argv and name.encode() in argv).items()]
 
 
 def _server_checks(root: Path, name: str, monkeypatch) -> Report:

@@ -142,7 +142,9 @@ def test_kill_9_cycles_of_kestrel_lose_nothing_with_sync_journal_always(tmp_path
     assert result.warnings == []
     kinds = [(e.event, e.kind) for e in fault_events(read_samples(result.run_dir))]
     assert kinds == [("start", "crash"), ("heal", "crash")] * 5
-    assert verdict.ok > 100  # the load got through between the crashes (restarts are slower on a busy machine)
+    # the load got through between the crashes: a restart is a Python server's start, seconds
+    # on a busy machine (tests run in parallel), so few get through then, but each is at risk
+    assert verdict.ok > 20
     if sync == "always":
         assert verdict.verdict == "valid" and verdict.lost == 0, verdict.line()
     else:
@@ -161,7 +163,7 @@ def test_the_runner_leaves_no_server_behind_when_interrupted_or_killed(tmp_path:
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     servers: list[int] = []
     try:
-        assert wait_for(lambda: children(runner.pid), timeout=20), "the runner started no server"
+        assert wait_for(lambda: children(runner.pid), timeout=90), "the runner started no server"
         servers = children(runner.pid)
         time.sleep(1.5)  # the server is up (one still starting would die on its closed stdout) and under load
         runner.send_signal(sig)

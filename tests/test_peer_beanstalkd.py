@@ -51,12 +51,12 @@ def test_promises_follow_the_fsync_setting():
 
 
 def test_a_no_fault_run_is_valid_and_leaves_nothing_behind(tmp_path: Path):
-    pids, mounts = peer_support.processes(b"beanstalkd"), peer_support.mounts("beanstalkd")
+    pids, mounts = peer_support.processes(b"beanstalkd"), peer_support.mounts("beanstalkd", tmp_path)
     result = live("steady", tmp_path, duration=2.0)
     assert result.verdict.verdict == "valid", result.verdict.line()
     assert result.verdict.lost == 0 and result.verdict.ok > 500
     assert peer_support.processes(b"beanstalkd") - pids == set()
-    assert peer_support.mounts("beanstalkd") - mounts == set()
+    assert peer_support.mounts("beanstalkd", tmp_path) - mounts == set()
 
 
 def test_a_power_loss_under_fsync_0_loses_nothing_acknowledged(tmp_path: Path):
@@ -141,4 +141,4 @@ def test_the_locust_client_puts_gets_acks_and_releases(tmp_path: Path):
     pids = peer_support.processes(b"beanstalkd")
     world.run(main)
     assert peer_support.processes(b"beanstalkd") - pids == set()
-    assert not any(str(tmp_path) in mount for mount in peer_support.mounts("beanstalkd"))
+    assert not any(str(tmp_path) in mount for mount in peer_support.mounts("beanstalkd", tmp_path))

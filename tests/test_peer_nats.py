@@ -23,6 +23,7 @@ from lab.design.peer import MissingBinary
 from lab.experiments.runner import run
 from lab.peers.nats.driver import NatsPeer, server_version
 from lab.workloads.spec import load_workload, parse_workload
+from tests.own_processes import own_mounts, own_processes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,22 +32,15 @@ pytestmark = pytest.mark.skipif(shutil.which("nats-server") is None and not Path
 
 
 def leftovers(marker: str) -> list[str]:
-    """Command lines of live processes that run nats-server or name ``marker`` (a run's folder)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != os.getpid():
-            try:
-                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            if "nats-server" in cmdline or (marker and marker in cmdline):
-                found.append(f"{entry}: {cmdline}")
-    return found
+    """Command lines of the test's live processes that run nats-server or name ``marker`` (a run's folder)."""
+    return [f"{pid}: {b' '.join(argv).decode(errors='replace')}"
+            for pid, argv in own_processes(lambda argv: any(b"nats-server" in a or marker.encode() in a
+                                                            for a in argv)).items()]
 
 
-def fuse_mounts() -> list[str]:
-    """Power-loss file systems of a nats node still mounted (other peers' runs may be going on)."""
-    return [line for line in Path("/proc/self/mounts").read_text().splitlines() if "/nats/data " in line]
+def fuse_mounts(under: Path) -> set[str]:
+    """Power-loss file systems of a nats node still mounted below ``under``."""
+    return own_mounts(under, "/nats/data")
 
 
 def shortened(name: str, duration: float | None = None):
@@ -85,7 +79,7 @@ def test_a_no_fault_run_is_valid_and_leaves_no_process_or_mount(tmp_path: Path):
     result = run(shortened("steady", 2.0), "nats", "live", out=tmp_path / "r", progress=False)
     assert result.verdict.verdict == "valid", result.verdict.line()
     assert result.verdict.lost == 0 and result.verdict.ok > 1000
-    assert leftovers(str(tmp_path)) == [] and fuse_mounts() == []
+    assert leftovers(str(tmp_path)) == [] and fuse_mounts(tmp_path) == set()
 
 
 def test_a_power_loss_with_the_fixed_2_minute_sync_loses_acknowledged_publishes_allowed(tmp_path: Path):
@@ -95,7 +89,7 @@ def test_a_power_loss_with_the_fixed_2_minute_sync_loses_acknowledged_publishes_
     verdict = result.verdict
     assert verdict.verdict == "allowed", verdict.line()
     assert verdict.lost > 0 and "sync_interval=2m" in verdict.line()
-    assert leftovers(str(tmp_path)) == [] and fuse_mounts() == []
+    assert leftovers(str(tmp_path)) == [] and fuse_mounts(tmp_path) == set()
 
 
 def test_kill_9_loses_no_acknowledged_publish_but_may_redeliver_acked_messages(tmp_path: Path):

@@ -17,9 +17,11 @@ from lab.experiments.runner import run
 from lab.peers.rabbitmq import driver
 from lab.peers.rabbitmq.driver import RabbitmqPeer
 from lab.workloads.spec import load_workload
+from tests.own_processes import own_mounts, own_processes
 
-pytestmark = pytest.mark.skipif(not (driver.BIN / "rabbitmq-server").exists(),
-                                reason="rabbitmq-server is not installed (make brokers)")
+pytestmark = [pytest.mark.skipif(not (driver.BIN / "rabbitmq-server").exists(),
+                                 reason="rabbitmq-server is not installed (make brokers)"),
+              pytest.mark.xdist_group("rabbitmq")]  # one node at a time: a boot is seconds of both cores
 
 ERLANG = ("beam.smp", "erl_child_setup", "epmd", "rabbitmq")
 
@@ -29,28 +31,27 @@ def workload(name: str, **changes):
 
 
 def erlang_processes() -> dict[int, str]:
-    """Live (not zombie) processes of an Erlang VM, its helpers or a rabbitmq script, with
-    their command line and, for an epmd, its port (a private one has ERL_EPMD_PORT)."""
+    """The running test's live processes of an Erlang VM, its helpers or a rabbitmq script,
+    with their command line and, for an epmd, its port (a private one has ERL_EPMD_PORT)."""
     found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            environ = (entry / "environ").read_bytes() if "epmd" in cmdline else b""
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            continue
-        if state != "Z" and any(word in cmdline for word in ERLANG):
+    for pid, argv in own_processes(lambda argv: any(word in b" ".join(argv).decode(errors="replace")
+                                                     for word in ERLANG)).items():
+        cmdline = b" ".join(argv).decode(errors="replace")
+        if "epmd" in cmdline:
+            try:
+                environ = Path(f"/proc/{pid}/environ").read_bytes()
+            except OSError:
+                continue
             port = next((v.split(b"=", 1)[1].decode() for v in environ.split(b"\0") if v.startswith(b"ERL_EPMD_PORT=")),
                         None)
-            found[int(entry.name)] = cmdline + (f" [epmd port {port}]" if port else "")
+            cmdline += f" [epmd port {port}]" if port else ""
+        found[pid] = cmdline
     return found
 
 
-def mounts() -> list[str]:
-    """The power-loss file systems of rabbitmq nodes still mounted (other peers' runs may be on)."""
-    return [line for line in Path("/proc/self/mounts").read_text().splitlines() if "/rabbitmq/data" in line]
+def mounts(under: Path) -> set[str]:
+    """The power-loss file systems of rabbitmq nodes still mounted below ``under``."""
+    return own_mounts(under, "/rabbitmq/data")
 
 
 def left_behind(before: dict[int, str]) -> list[str]:
@@ -99,7 +100,7 @@ def test_a_no_fault_run_is_valid_and_leaves_nothing_running(tmp_path: Path):
     assert result.verdict.verdict == "valid" and result.verdict.lost == 0, result.verdict.line()
     assert result.verdict.ok > 500
     assert left_behind(before) == []
-    assert mounts() == []
+    assert mounts(tmp_path) == set()
 
 
 def test_a_power_loss_with_quorum_queues_and_confirms_loses_nothing_confirmed(tmp_path: Path):

@@ -24,12 +24,12 @@ def test_appendfsync_takes_redis_words_and_no_is_not_false():
 
 
 def test_a_no_fault_run_is_valid_and_leaves_nothing_behind(tmp_path: Path):
-    before, mounted = processes(b"redis-server"), mounts("redis")
+    before, mounted = processes(b"redis-server"), mounts("redis", tmp_path)
     result = live("redis", "steady", tmp_path, duration=2.0)
     assert result.verdict.verdict == "valid", result.verdict.line()
     assert result.verdict.lost == 0 and result.verdict.ok > 500
     assert processes(b"redis-server") - before == set()
-    assert mounts("redis") - mounted == set()
+    assert mounts("redis", tmp_path) - mounted == set()
     manifest = (result.run_dir / "manifest.json").read_text()
     assert '"package": "redis-server"' in manifest  # which build the verdict is about
 

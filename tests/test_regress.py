@@ -119,10 +119,9 @@ def test_stretch_takes_factor_times_the_elapsed_time():
 
 
 @pytest.fixture(autouse=True)
-def results(tmp_path, monkeypatch):
-    monkeypatch.setenv("QUEUE_LAB_RESULTS", str(tmp_path / "results"))
+def _own_results_no_gate_env(results, monkeypatch):
+    """Runs go to the test's own folder (conftest's ``results``), whatever the shell's gate settings."""
     monkeypatch.delenv(ENV, raising=False)
-    return tmp_path / "results"
 
 
 @pytest.mark.parametrize("args, message", [

@@ -56,10 +56,9 @@ def test_a_folder_of_runs_is_every_run_in_it(runs, tmp_path):
     assert all(design in page for design in DESIGNS)
 
 
-def test_the_default_out_is_under_results_runs(runs, tmp_path, monkeypatch):
-    monkeypatch.setenv("QUEUE_LAB_RESULTS", str(tmp_path / "results"))
+def test_the_default_out_is_under_results_runs(runs, results):
     assert main(["report", str(runs / "tiny-ideal-sim")]) == 0
-    written = list((tmp_path / "results" / "runs").glob("report-*.html"))
+    written = list((results / "runs").glob("report-*.html"))
     assert len(written) == 1
 
 

@@ -27,10 +27,7 @@ TINY = {"name": "tiny", "producers": 2, "consumers": 2, "rate": 400, "duration":
 FIELDS = ("seed", "faults", "verdict", "reason", "broken", "lost", "duplicated", "unexpected", "inversions")
 
 
-@pytest.fixture(autouse=True)
-def results(tmp_path, monkeypatch):
-    monkeypatch.setenv("QUEUE_LAB_RESULTS", str(tmp_path / "results"))
-    return tmp_path / "results"
+pytestmark = pytest.mark.usefixtures("results")  # runs go to the test's own folder (conftest)
 
 
 @pytest.fixture

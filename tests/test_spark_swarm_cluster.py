@@ -30,8 +30,7 @@ print(json.dumps({"runs": [[r.seed, r.verdict, r.reason, r.lost, r.duplicated] f
 """
 
 
-def test_a_50_seed_swarm_on_a_standalone_cluster_finds_what_the_pool_finds(tmp_path, monkeypatch):
-    monkeypatch.setenv("QUEUE_LAB_RESULTS", str(tmp_path / "results"))
+def test_a_50_seed_swarm_on_a_standalone_cluster_finds_what_the_pool_finds(tmp_path, results):
     done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "cluster")], capture_output=True, text=True,
                           timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -38,11 +38,7 @@ TINY = {"name": "tiny", "producers": 2, "consumers": 2, "rate": 400, "duration":
         "ack": "reliable"}
 
 
-@pytest.fixture(autouse=True)
-def results(tmp_path, monkeypatch):
-    """Runs go to a folder of the test's own, so 'nothing written' can be checked."""
-    monkeypatch.setenv("QUEUE_LAB_RESULTS", str(tmp_path / "results"))
-    return tmp_path / "results"
+pytestmark = pytest.mark.usefixtures("results")  # runs go to the test's own folder (conftest)
 
 
 @pytest.fixture
