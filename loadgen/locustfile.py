@@ -14,11 +14,11 @@ import json
 import time
 from pathlib import Path
 
-import gevent
 from locust import constant, constant_throughput, events
 from locust.runners import MasterRunner, WorkerRunner
 
 from loadgen.client import client_factory
+from loadgen.clock import fresh_clock
 from loadgen.distributed import Collector, Shipper
 from loadgen.recording import Sink
 from loadgen.users import Consumer, Producer, Settings
@@ -48,15 +48,7 @@ def _options(parser) -> None:
     lab.add_argument("--lab-consumers", type=int, default=1, help="consumers among the users")
 
 
-@events.init.add_listener
-def _fresh_clock(**_) -> None:
-    """Bring gevent's loop clock up to date before Locust sets its ``--run-time`` timer.
-
-    libev caches the loop's time and moves it only when the loop turns. Nothing turns it
-    while Locust imports and loads this file, and Locust arms ``--run-time`` right after,
-    relative to that cached time: on a busy machine, where the imports take longer than
-    the run, the timer expired at once and a 3 s load ended after its first requests."""
-    gevent.get_hub().loop.update_now()
+events.init.add_listener(fresh_clock)  # before Locust arms --run-time (loadgen.clock)
 
 
 @events.init.add_listener

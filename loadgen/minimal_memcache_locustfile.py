@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import itertools
 
-from locust import User, constant, task
+from locust import User, constant, events, task
 from pymemcache.client.base import Client
+
+from loadgen.clock import fresh_clock
 
 PAYLOAD = b"x" * 100  # the lab user's default message size (--lab-size)
 _numbers = itertools.count(1)
+events.init.add_listener(fresh_clock)  # as the lab's locustfile: the same --run-time for both
 
 
 class MinimalMemcacheUser(User):

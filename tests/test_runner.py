@@ -45,7 +45,11 @@ def test_the_ideal_backend_is_valid_with_nothing_lost_duplicated_or_reordered(tm
     v = result.verdict
     assert v.valid and v.attempts == v.ok == v.enqueued > 1000
     assert (v.lost, v.duplicated, v.unexpected, v.reordering.inversions) == (0, 0, 0, 0)
-    assert result.summary["put"]["ops_per_s"] == pytest.approx(1500, rel=0.1)
+    rate = result.summary["put"]["ops_per_s"]
+    if world == "sim":
+        assert rate == pytest.approx(1500, rel=0.1)
+    else:  # paced, never faster; a machine busy with other tests may keep it behind the pace
+        assert 0.5 * 1500 <= rate <= 1.1 * 1500
     if ack == "reliable":
         assert result.summary["ack"]["ok"] == v.ok
     manifest = json.loads((tmp_path / "manifest.json").read_text())
