@@ -6,13 +6,45 @@ test started (``own_processes``), not at every server on the machine."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
+import resource
+import time
 
 import pytest
 
 from tests.own_processes import TAG
 
 _numbers = itertools.count()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that uses the in-process SparkSession runs on one xdist worker (``--dist
+    loadgroup``): a JVM start is seconds of both cores, and four workers started four."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("spark"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """With ``QUEUE_LAB_TEST_CPU=FILE``, one JSON line per test: its wall time and the CPU
+    seconds it cost, its own and its children's (servers, subprocesses, Spark's JVM when it
+    started one) - where a parallel suite's time goes is CPU, not the durations of tests that
+    wait side by side."""
+    into = os.environ.get("QUEUE_LAB_TEST_CPU")
+    if not into:
+        return (yield)
+    wall, own, children = time.monotonic(), time.process_time(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    try:
+        return (yield)
+    finally:
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        line = {"test": item.nodeid, "wall": round(time.monotonic() - wall, 3),
+                "cpu": round(time.process_time() - own, 3),
+                "children_cpu": round(after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime, 3)}
+        with open(into, "a") as out:  # one short append per test: the workers' lines do not interleave
+            out.write(json.dumps(line) + "\n")
 
 
 @pytest.fixture(scope="session")
