@@ -12,7 +12,7 @@ import yaml
 
 from lab.design.registry import REGISTRY, UnknownBackend, design_module
 from lab.design.options import BadOption
-from lab.experiments.compare import NothingToRun
+from lab.experiments.errors import NothingToRun
 from lab.experiments.planting import UnknownMutant
 from lab.history.paths import BadRunDir
 from lab.aggregate.spark import JavaMissing

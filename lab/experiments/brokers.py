@@ -12,11 +12,15 @@ would time each other); this module picks the cells, shapes the table and writes
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from lab.design.registry import CONTROL, is_peer, own, peers
-from lab.experiments.matrix import Matrix, run_matrix
-from lab.judge.summary import format_ns
+
+if TYPE_CHECKING:
+    from lab.experiments.matrix import Matrix
+# The matrix and the summary's formatting (pandas, pyarrow, the runner) are imported where they
+# are used: `lab`'s parser reads WORKLOADS, and every `lab` command, `lab serve` included (once
+# per server start), builds that parser.
 
 #: the faults of the question: none, a burst of reliable reads, a pause, a split, power loss, kill -9
 WORKLOADS = ("steady", "burst-reliable", "gc-pause", "net-split", "crash", "kill")
@@ -36,6 +40,8 @@ def run_brokers(brokers: Iterable[str] | None = None, beside: Iterable[str] | No
                 progress: bool = True, echo: Callable[[str], None] = print) -> Matrix:
     """Every broker (default: every peer installed) and design (default: ``designs()``)
     under every workload, live."""
+    from lab.experiments.matrix import run_matrix
+
     chosen = list(brokers) if brokers is not None else peers()
     chosen += list(beside) if beside is not None else designs()
     return run_matrix(chosen, list(workloads), seeds, out=out, progress=progress, echo=echo, world="live")
@@ -60,6 +66,8 @@ def table(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 def markdown(lines: list[dict[str, Any]]) -> str:
     """The table as Markdown (docs/brokers-table.md, notebook 09, `lab brokers`)."""
+    from lab.judge.summary import format_ns
+
     head = [c for c in COLUMNS if c not in ("kind", "reason")]
     text = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for line in lines:
@@ -72,6 +80,8 @@ def markdown(lines: list[dict[str, Any]]) -> str:
 def grid(lines: list[dict[str, Any]]) -> str:
     """One row per broker or design and setting: the verdict and lost/duplicated under each
     workload, then put and end-to-end p50 / p99 with no fault (the steady workload)."""
+    from lab.judge.summary import format_ns
+
     workloads = list(dict.fromkeys(line["workload"] for line in lines))
     rows: dict[str, dict[str, Any]] = {}
     for line in lines:
@@ -99,6 +109,8 @@ def _names(lines: Iterable[Mapping[str, Any]]) -> str:
 
 def answer(lines: list[dict[str, Any]]) -> str:
     """Two or three sentences of what the table shows, from its figures."""
+    from lab.judge.summary import format_ns
+
     brokers = [line for line in lines if line["kind"] == "broker"]
     said = []
     invalid = [line for line in lines if line["verdict"] == "invalid"]

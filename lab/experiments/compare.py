@@ -26,6 +26,7 @@ from lab.design.registry import backend_class, usable
 from lab.history.paths import runs_dir
 from lab.history.record import MEASURED_PHASES, LogHistogram
 from lab.experiments.runner import fault_refusal, run
+from lab.experiments.errors import NothingToRun
 from lab.experiments.runner_manifest import RunResult
 from lab.judge.summary import MEASURED, format_ns
 from lab.judge.verdict import ALLOWED, INVALID, VALID
@@ -43,10 +44,6 @@ PHASES_NOTE = (f"Throughput and latency: the {MEASURED} phases ({', '.join(MEASU
                "lost, dup, unexp, inversions: the whole run.")
 PANELS = {"put": "put latency", "e2e": "end to end"}
 VERDICT_CELLS = {VALID: "valid", ALLOWED: "allowed", INVALID: "**invalid**"}
-
-
-class NothingToRun(ValueError):
-    """No (workload, backend, world) of a comparison can run."""
 
 
 @dataclass
