@@ -139,7 +139,9 @@ def test_kill_9_cycles_of_kestrel_lose_nothing_with_sync_journal_always(tmp_path
                         "warmup": 0.1, "ack": "reliable", "seed": 6, "faults": CYCLES})
     result = run(w, "kestrel", "live", out=tmp_path / "r", progress=False, options={"syncJournal": sync})
     verdict = result.verdict
-    assert result.warnings == []
+    # every fault started and the drain emptied the queue; a restart that a busy machine made
+    # outlast the load is said (nothing after the last crash checked), and is not the design's doing
+    assert [w for w in result.warnings if " restarted at " not in w] == []
     kinds = [(e.event, e.kind) for e in fault_events(read_samples(result.run_dir))]
     assert kinds == [("start", "crash"), ("heal", "crash")] * 5
     # the load got through between the crashes: a restart is a Python server's start, seconds
@@ -186,18 +188,22 @@ def test_the_runner_leaves_no_server_behind_when_interrupted_or_killed(tmp_path:
 @pytest.mark.parametrize("backend, option", [("kestrel", "syncJournal"), ("queuefka", "fsync")])
 def test_a_crash_gives_the_same_verdict_class_in_both_worlds(tmp_path: Path, backend: str, option: str):
     # the consumer starts after the heal, so a backlog is on the disk at the crash in both
-    # worlds (a live consumer may keep up with the producers and leave nothing to lose)
-    workload = dataclasses.replace(load_workload(CRASH), consumer_delay=2.0)
-    classes = {}
+    # worlds (a live consumer may keep up with the producers and leave nothing to lose); the
+    # load goes on for seconds after the heal, so that a restart slowed by a busy machine still
+    # takes puts that are delivered (with 1.7 s, a restart that outlasted it left nothing
+    # delivered under never: a run that is no evidence, INVALID)
+    workload = dataclasses.replace(load_workload(CRASH), consumer_delay=2.0, duration=6.0)
+    classes, lines = {}, []
     for policy in ("always", "never"):
         for world in ("sim", "live"):
             result = run(workload, backend, world, out=tmp_path / f"{policy}-{world}", progress=False,
                          options={option: policy})
             classes[policy, world] = result.verdict.verdict
-    assert classes["always", "sim"] == classes["always", "live"] == "valid", classes
+            lines.append(f"{policy} {world}: {result.verdict.line()} {result.warnings}")
+    assert classes["always", "sim"] == classes["always", "live"] == "valid", lines
     # never: a crash loses the unsynced tail of the backlog in both worlds (the live world cuts
     # the files back to what was fsynced after the kill -9): a loss the design allows
-    assert classes["never", "sim"] == classes["never", "live"] == "allowed", classes
+    assert classes["never", "sim"] == classes["never", "live"] == "allowed", lines
 
 
 # ---------------------------------------------------------------- link faults through the proxies
@@ -255,3 +261,25 @@ def test_a_disk_delay_slows_every_fsync_of_a_live_server(tmp_path: Path):
     on_clients = parse_workload({"name": "d", "duration": 0.5, "faults": [
         {"fault": "disk-delay", "at": 0.1, "duration": 0.1, "ms": 5, "target": "clients"}]})
     assert "clients run in the runner's own process" in fault_refusal(on_clients, "live", "kestrel")
+
+
+def test_a_restart_slower_than_the_rest_of_the_load_is_named_in_the_warnings(tmp_path: Path, monkeypatch):
+    # a busy machine's slow start, made on purpose: the restart's command waits 3 s first
+    command = ServerProcess.command
+    starts: list[int] = []
+
+    def slow_restart(self: ServerProcess) -> list[str]:
+        starts.append(1)
+        argv = command(self)
+        return argv if len(starts) == 1 else ["sh", "-c", 'sleep 3; exec "$@"', "sh", *argv]
+
+    monkeypatch.setattr(ServerProcess, "command", slow_restart)
+    w = parse_workload({"name": "slow-restart", "producers": 1, "consumers": 1, "rate": 200, "duration": 1.5,
+                        "warmup": 0.1, "ack": "reliable", "seed": 2,
+                        "faults": [{"fault": "crash", "at": 0.5, "duration": 0.2, "target": "servers"}]})
+    result = run(w, "kestrel", "live", out=tmp_path / "r", progress=False, options={"syncJournal": "always"})
+    assert len(starts) == 2
+    late = [x for x in result.warnings if x.startswith("kestrel restarted at ")]
+    assert len(late) == 1 and "after the load ended" in late[0], result.warnings
+    # what was put before the crash was synced and is delivered after the slow restart
+    assert result.verdict.verdict == "valid", result.verdict.line()

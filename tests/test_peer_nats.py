@@ -99,7 +99,8 @@ def test_kill_9_loses_no_acknowledged_publish_but_may_redeliver_acked_messages(t
     assert verdict.lost == 0, verdict.line()
     if verdict.verdict == "allowed":  # only the consumer acks the kill undid may be
         assert "lost" not in verdict.line().split(":")[0] and "undo consumer acks" in verdict.line()
-    assert result.warnings == []  # the drain found the queue empty (the consumer's backlog, not the stream's)
+    # the drain found the queue empty (the consumer's backlog, not the stream's)
+    assert not any("drain" in w for w in result.warnings), result.warnings
 
 
 def test_a_gc_pause_is_valid_or_a_redelivery_after_ack_wait(tmp_path: Path):

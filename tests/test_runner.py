@@ -181,3 +181,20 @@ def test_consumers_start_after_the_consumer_delay_and_still_drain_everything(tmp
 def test_a_negative_consumer_delay_is_named():
     with pytest.raises(WorkloadError, match="consumer_delay"):
         parse_workload({"name": "bad", "duration": 1, "consumer_delay": -1})
+
+
+def test_a_restart_that_outlasts_the_load_is_said_and_one_within_it_is_not():
+    from lab.experiments.runner import _late_restarts
+
+    s = 1_000_000_000
+    t0, end = 100 * s, 103 * s
+    restarts = [("n1", t0 + s, t0 + 2 * s),  # back within the load: nothing to say
+                ("n2", t0 + 2 * s, t0 + 5 * s),  # back after it
+                ("n3", t0 + 2 * s, None),  # never back
+                ("n4", end + s, end + 2 * s)]  # restarted by the final heal: the workload's own doing
+    warnings = _late_restarts(restarts, t0, end)
+    assert warnings == [
+        "n2 restarted at 2.00 s and was back only at 5.00 s, after the load ended at 3.00 s: no put after its "
+        "crash was checked (a longer duration gives a slow restart time)",
+        "n3 restarted at 2.00 s and was never back, after the load ended at 3.00 s: no put after its "
+        "crash was checked (a longer duration gives a slow restart time)"]

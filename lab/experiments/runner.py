@@ -33,7 +33,7 @@ import shutil
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Iterable, TextIO
 
 from lab.design.backend import Backend, outcome_of
 from lab.design.registry import backend_class, design_module
@@ -219,10 +219,12 @@ async def _main(control: Runtime, world: World, backend: Backend, workload: Work
     for task in producers:
         await task
     if nemesis is not None:
+        load_end = control.now_ns()
         nemesis.heal_all(control)
         settle = getattr(world, "settle", None)  # live: servers still restarting are ready first
         if settle is not None:
             await settle()
+        warnings += _late_restarts(getattr(world, "restarts", ()), t0, load_end)
         end = (control.now_ns() - t0) / 1e9
         warnings += [f"fault {i} ({f.fault} at {f.at:g} s) never started: the load ended at {end:.2f} s"
                      for i, f in enumerate(workload.faults) if i not in nemesis.started]
@@ -243,6 +245,21 @@ async def _main(control: Runtime, world: World, backend: Backend, workload: Work
         bar.close(state, control.now_ns())
     await backend.stop()
     return (control.now_ns() - t0) / 1e9
+
+
+def _late_restarts(restarts: Iterable[tuple[str, int, int | None]], t0: int, load_end: int) -> list[str]:
+    """Warnings for the servers that a fault's heal restarted during the load and that were
+    back only after it ended (or never): nothing put after their crash was acknowledged, so
+    the run checks what the crash lost and nothing of what came after — on a busy machine,
+    where a start outlasts the rest of the load, that can leave nothing delivered at all."""
+    def at(t: int) -> str:
+        return f"{(t - t0) / 1e9:.2f} s"
+
+    return [f"{node} restarted at {at(launched)} and was "
+            + (f"back only at {at(ready)}" if ready is not None else "never back")
+            + f", after the load ended at {at(load_end)}: no put after its crash was checked "
+              "(a longer duration gives a slow restart time)"
+            for node, launched, ready in restarts if launched < load_end and (ready is None or ready > load_end)]
 
 
 class _Progress:

@@ -87,6 +87,10 @@ class LiveWorld:
         self.slowdown = injected()
         self.stretched: dict[str, float] = {}
         self._starting: set[asyncio.Task] = set()
+        #: each restart after a crash or kill: (node, when it was launched, when it was ready or
+        #: None), on the runtimes' clock — a restart that outlasts the load leaves nothing put
+        #: after the crash to check (the runner says so)
+        self.restarts: list[tuple[str, int, int | None]] = []
         self.links = LiveLinks(seed)  # a proxy per link into a server process, made on first use
         self._fsync_delays: dict[str, int] = {}  # ns added to a server's fsyncs, all disk-delays in force
         self.epoch_ns = time.time_ns()
@@ -263,7 +267,7 @@ class LiveWorld:
         self._crashes[node] -= 1
         if self._crashes[node] == 0:
             proc.launch()
-            task = asyncio.get_running_loop().create_task(self._until_ready(node, proc))
+            task = asyncio.get_running_loop().create_task(self._until_ready(node, proc, self.now_ns()))
             self._starting.add(task)
             task.add_done_callback(self._starting.discard)
         return proc
@@ -274,17 +278,23 @@ class LiveWorld:
         while self._starting:
             await asyncio.gather(*list(self._starting), return_exceptions=True)
 
-    async def _until_ready(self, node: str, proc: ServerProcess) -> None:
+    def now_ns(self) -> int:
+        """Now, on the clock of this world's nodes (``LiveRuntime.now_ns``)."""
+        return self.epoch_ns + (time.monotonic_ns() - self.mono_ns)
+
+    async def _until_ready(self, node: str, proc: ServerProcess, launched: int) -> None:
         loop = asyncio.get_running_loop()
         for attempt in range(RESTART_TRIES):
             try:
                 await loop.run_in_executor(None, proc.wait_ready)
+                self.restarts.append((node, launched, self.now_ns()))
                 return
             except RuntimeError as e:
                 if not self.is_up(node):
                     return  # crashed again while it was starting: the next heal starts it
                 if attempt == RESTART_TRIES - 1 or not proc.port_was_taken():
                     log.error("%s did not restart: %s", node, e)
+                    self.restarts.append((node, launched, None))
                     return
             await asyncio.sleep(0.1)
             proc.launch()
