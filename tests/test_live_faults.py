@@ -283,3 +283,17 @@ def test_a_restart_slower_than_the_rest_of_the_load_is_named_in_the_warnings(tmp
     assert len(late) == 1 and "after the load ended" in late[0], result.warnings
     # what was put before the crash was synced and is delivered after the slow restart
     assert result.verdict.verdict == "valid", result.verdict.line()
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_crash_of_queuefka_with_fsync_always_undoes_no_acknowledged_commit(tmp_path: Path, seed: int):
+    # the consumer commits from the start, so its group's offsets file has been compacted (a
+    # copy renamed over it, after some 64 KB of commits) well before the crash at 2.5 s; the
+    # power cut once forgot every commit made through the renamed file, and acknowledged
+    # messages came again: INVALID
+    workload = parse_workload({"name": "crash-late", "producers": 2, "consumers": 1, "rate": 2500, "duration": 3.5,
+                               "ack": "reliable", "seed": seed,
+                               "faults": [{"fault": "crash", "at": 2.5, "duration": 0.3, "target": "servers"}]})
+    result = run(workload, "queuefka", "live", out=tmp_path / "r", progress=False, options={"fsync": "always"})
+    assert result.verdict.verdict == "valid", result.verdict.line()
+    assert result.verdict.lost == 0

@@ -3,6 +3,7 @@ ledger of fsyncs, truncates, renames and removes, and the power cut that replays
 
 from __future__ import annotations
 
+import asyncio
 import random
 from pathlib import Path
 
@@ -69,3 +70,34 @@ def test_a_fresh_node_that_never_writes_leaves_no_ledger(tmp_path: Path):
 
     LiveWorld(root=tmp_path / "w").run(main)
     assert not (tmp_path / "client.durable").exists()
+
+
+def test_a_handle_follows_its_file_through_a_rename_and_a_replaced_file_counts_for_nothing(tmp_path: Path):
+    # Queuefka compacts a group's commits so: a copy written and fsynced, renamed over the
+    # offsets file, then appended to and fsynced through the same handle. The ledger once
+    # kept the copy's old name for those fsyncs, and a power cut cut every later commit.
+    root = tmp_path / "node"
+    root.mkdir()
+
+    async def main(_):
+        disk = LiveDisk(root)
+        offsets = disk.open("g.offsets")
+        offsets.append(b"old-commits")
+        syncing = asyncio.ensure_future(offsets.fsync())  # under way while its file is replaced
+        copy = disk.open("g.tmp")
+        copy.append(b"c1")
+        await copy.fsync()
+        disk.rename("g.tmp", "g.offsets")
+        copy.append(b"c2")
+        await copy.fsync()  # durable under the file's new name
+        copy.append(b"c3")  # never fsynced
+        await syncing  # the replaced file's fsync ends after the rename: it counts for nothing
+        fresh = disk.open("g.tmp")  # a new file under the copy's old name
+        fresh.append(b"unsynced")
+        for f in (offsets, copy, fresh):
+            f.close()
+
+    LiveWorld(root=tmp_path / "w").run(main)
+    assert durable_sizes(root) == {"g.offsets": 4}
+    power_cut(root, random.Random(1))
+    assert {p.name: p.read_bytes() for p in root.rglob("*") if p.is_file()} == {"g.offsets": b"c1c2", "g.tmp": b""}

@@ -19,6 +19,7 @@ import json
 import os
 import random
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -188,7 +189,9 @@ def destroy(root: Path) -> int:
 class LiveFile(PlainFile):
     """A file of a live node's disk: its fsync waits on a worker thread, then for as long as
     a disk-delay fault in force asks (``control``: the disk's control file); what it made
-    durable goes in the disk's ledger."""
+    durable goes in the disk's ledger, under the name the file has when the fsync returns (the
+    disk moves ``path`` along with a rename, as an fd follows its inode; ``ledger`` None once
+    no name leads to the file: its fsyncs make nothing a crash could keep)."""
 
     def __init__(self, path: str, real: Path, control: Path | None = None, ledger: DurableLedger | None = None):
         super().__init__(real, path=path)
@@ -219,6 +222,7 @@ class LiveDisk:
         # fsync time here (a real disk cannot be slowed from outside without root).
         self.control = fsync_delay_path(self.root)
         self.ledger = DurableLedger(self.root)
+        self._handles: weakref.WeakSet[LiveFile] = weakref.WeakSet()  # open files: a rename moves them
 
     def _real(self, path: str) -> Path:
         return self.root / checked_relative(path)
@@ -226,7 +230,9 @@ class LiveDisk:
     def open(self, path: str) -> LiveFile:
         real = self._real(path)
         real.parent.mkdir(parents=True, exist_ok=True)
-        return LiveFile(checked_relative(path), real, self.control, self.ledger)
+        handle = LiveFile(checked_relative(path), real, self.control, self.ledger)
+        self._handles.add(handle)
+        return handle
 
     def exists(self, path: str) -> bool:
         return self._real(path).exists()
@@ -241,11 +247,24 @@ class LiveDisk:
         target = self._real(dst)
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(self._real(src), target)
-        self.ledger.record("R", checked_relative(src), checked_relative(dst))
+        src, dst = checked_relative(src), checked_relative(dst)
+        self._unlink(dst)  # the file it replaced
+        for handle in list(self._handles):
+            if handle.path == src:
+                handle.path = dst  # a later fsync of it makes the new name's bytes durable
+        self.ledger.record("R", src, dst)
 
     def remove(self, path: str) -> None:
         os.remove(self._real(path))
+        self._unlink(checked_relative(path))
         self.ledger.record("D", checked_relative(path))
+
+    def _unlink(self, path: str) -> None:
+        """The handles still open on a file no name leads to any more: their fsyncs (one may
+        be under way) must not count for whatever file takes that name next."""
+        for handle in list(self._handles):
+            if handle.path == path:
+                handle.ledger = None
 
 
 class FileStore:
