@@ -103,3 +103,55 @@ def test_the_locust_client_puts_gets_releases_and_acks():
             await peer.stop()
 
     assert world.run(main) == [b"one", b"one", b"two", None]
+
+
+def test_a_run_whose_picked_port_was_taken_starts_redis_on_a_fresh_one_and_is_valid(tmp_path: Path, monkeypatch,
+                                                                                      caplog):
+    """Another process listens on the port picked for Redis before Redis binds it: Redis
+    exits ("Address already in use"), starts again on a fresh port, and the run is judged
+    as any other."""
+    import socket
+
+    from lab.worlds.live import external
+
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    picked = external.free_ports
+    picks: list[dict[str, int]] = []
+
+    def first_one_taken(names):
+        ports = picked(names) if picks else {"redis": held.getsockname()[1]}
+        picks.append(ports)
+        return ports
+
+    monkeypatch.setattr(external, "free_ports", first_one_taken)
+    before, mounted = processes(b"redis-server"), mounts("redis", tmp_path)
+    try:
+        result = live("redis", "steady", tmp_path, duration=1.5)
+    finally:
+        held.close()
+    assert result.verdict.verdict == "valid", result.verdict.line()
+    assert result.verdict.ok > 200 and result.verdict.lost == 0
+    assert len(picks) == 2 and picks[1]["redis"] != picks[0]["redis"]
+    assert any("was taken (its log says 'address already in use')" in r.getMessage() for r in caplog.records)
+    assert processes(b"redis-server") - before == set()
+    assert mounts("redis", tmp_path) - mounted == set()
+
+
+def test_picked_ports_are_free_different_and_below_the_ephemeral_range():
+    """Outgoing connections take ports of the kernel's ephemeral range: a port picked there
+    could be taken in the seconds before the broker binds it."""
+    import socket
+
+    from lab.worlds.live.external import free_ports, quiet_ports
+
+    pool = quiet_ports()
+    for _ in range(20):
+        ports = free_ports(("a", "b", "c"))
+        assert len(set(ports.values())) == 3
+        if pool is not None:
+            assert all(port in pool for port in ports.values())
+        for port in ports.values():  # released: the broker can bind each
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", port))

@@ -3,8 +3,8 @@ driven beside the designs through the same ``Backend`` interface — the design 
 them.
 
 A peer has no core and no sim world. The live world runs the broker's own binary as a
-process of its own (``lab.worlds.live.external``), on ports it picks once and keeps across
-restarts, in a folder of its own (``Place``): ``launch`` says how (``Launch``: the command,
+process of its own (``lab.worlds.live.external``), on ports it picks at the first start
+(again if one was taken: ``Launch.port_taken``) and keeps across restarts, in a folder of its own (``Place``): ``launch`` says how (``Launch``: the command,
 its environment, the files to write first, the process that faults signal, how to tell it
 is ready, what to stop after it). The broker's data dir sits on the live world's power-loss
 file system where FUSE is available, so a ``crash`` drops what the broker wrote and never
@@ -63,6 +63,9 @@ class Launch:
     after_stop: Sequence[Sequence[str]] = ()
     #: seconds it may take to be ready (a restart replays its log first)
     start_timeout: float = 60.0
+    #: what its log says (lower case) when a start failed because one of its ports was
+    #: taken: the world then starts it again, on fresh ports if it never was ready
+    port_taken: Sequence[str] = ("address already in use", "eaddrinuse")
 
 
 class Peer(Backend):

@@ -309,7 +309,10 @@ class RabbitmqPeer(Peer):
             files={"rabbitmq.conf": conf, "enabled_plugins": "[].\n"},
             pid_file="pid",  # beam.smp's: the script is a wrapper that ignores SIGSTOP's partner SIGCONT
             after_stop=[["epmd", "-port", str(place.ports["epmd"]), "-kill"]],  # epmd -daemon outlives the node
-            start_timeout=60.0)  # boot 2-4 s, a restart replays its queues; a shared machine is slower
+            start_timeout=60.0,  # boot 2-4 s, a restart replays its queues; a shared machine is slower
+            # the boot's first Erlang node cannot register with a port mapper whose port
+            # another process holds: its net_kernel fails with only this word
+            port_taken=("address already in use", "eaddrinuse", "nodistribution"))
 
     @classmethod
     def executable(cls) -> str:

@@ -4,7 +4,8 @@ process's (``lab.worlds.live.processes``), so the world treats both alike.
 
 Each node has a folder of its own (config, pid file, log) and a data dir that sits on the
 power-loss file system (``lab.worlds.live.powerfs``) where FUSE is available, so ``power_cut``
-drops what the broker never fsynced. Its ports are picked once and kept, so a restart comes
+drops what the broker never fsynced. Its ports are picked when it first starts (again, if
+the broker's log says one was taken before it bound it) and then kept, so a restart comes
 back where its clients look. The broker runs in a session of its own: a kill -9 kills every
 process of it (a wrapper script and the VM it started), a pause stops only the process the
 peer names (``Launch.pid_file``: the VM, not the script), and a stop runs the peer's
@@ -30,15 +31,45 @@ from lab.worlds.live.processes import STOP_TIMEOUT, die_with_parent, log_since
 log = logging.getLogger(__name__)
 
 POLL_S = 0.05  # between readiness probes
+AFTER_STOP_TIMEOUT = 5.0  # seconds an after_stop command may take (an `epmd -kill` takes milliseconds)
+
+
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+QUIET_FROM = 10000  # the lowest port picked: below it, well-known services' registered ports
+QUIET_TRIES = 64
+
+
+def quiet_ports() -> range | None:
+    """The ports between ``QUIET_FROM`` and the kernel's ephemeral range, where it has a
+    thousand or more; None elsewhere (then the kernel picks)."""
+    try:
+        low = int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return range(QUIET_FROM, low) if low - QUIET_FROM >= 1000 else None
 
 
 def free_ports(names: tuple[str, ...]) -> dict[str, int]:
-    """A free loopback port per name, all different (bound at once, then released)."""
-    socks = []
+    """A free loopback port per name, all different (bound at once, then released for the
+    broker to bind). Picked below the kernel's ephemeral range: the kernel gives a port of
+    that range to every outgoing connection, and one could take a picked port in the
+    seconds before a broker binds it (as a broker start that finds a port taken is started
+    again on fresh ones, this makes that rare, not impossible)."""
+    pool = quiet_ports()
+    pick = random.SystemRandom()  # never the seeded module generator: parallel runs would pick alike
+    socks: list[socket.socket] = []
     try:
         for _ in names:
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
+            for _attempt in range(QUIET_TRIES if pool is not None else 0):
+                s = socket.socket()
+                try:
+                    s.bind(("127.0.0.1", pick.choice(pool)))
+                    break
+                except OSError:
+                    s.close()
+            else:
+                s = socket.socket()
+                s.bind(("127.0.0.1", 0))
             socks.append(s)
         return {name: s.getsockname()[1] for name, s in zip(names, socks)}
     finally:
@@ -57,6 +88,7 @@ class ExternalProcess:
         self.log_path = self.home.parent / f"{self.home.name}.log"
         self.ports: dict[str, int] = free_ports(tuple(peer.ports))
         self.place = Place(node, self.home, self.data_dir, dict(self.ports))
+        self.ready_once = False  # ready at least once: its ports are known to clients and proxies
         self.proc: subprocess.Popen | None = None
         self.paused = False
         self.target: int | None = None  # the pid that pause signals
@@ -165,6 +197,7 @@ class ExternalProcess:
             except Exception:  # a probe that cannot connect yet
                 ready = False
             if ready:
+                self.ready_once = True
                 return self.ports
             if time.monotonic() > deadline:
                 self.stop(signal.SIGKILL)
@@ -180,14 +213,38 @@ class ExternalProcess:
         except (FileNotFoundError, ValueError, IndexError):
             return None  # not written yet
 
-    def start(self) -> "ExternalProcess":
-        self.launch()
-        self.wait_ready()
+    def start(self, tries: int = 3) -> "ExternalProcess":
+        """Launch and wait until ready; a first start that finds a port of it taken (another
+        process bound it after ``free_ports`` released it) goes again on fresh ports."""
+        for attempt in range(tries):
+            self.launch()
+            try:
+                self.wait_ready()
+                return self
+            except RuntimeError as e:
+                if attempt == tries - 1 or self.ready_once or not self.port_was_taken():
+                    raise
+                log.warning("%s did not start: one of its ports %s was taken (its log says %r); starting "
+                            "again on fresh ones", self.design, self.ports, self.taken_port_sign())
+                self.repick_ports()
         return self
 
     def port_was_taken(self) -> bool:
+        """Did the last start fail because one of its ports was in use (its log says so)?"""
+        return self.taken_port_sign() is not None
+
+    def taken_port_sign(self) -> str | None:
+        """What in the last start's log says a port was taken (``Launch.port_taken``), if any."""
         text = self.log().lower()
-        return "address already in use" in text or "eaddrinuse" in text
+        signs = self._launch.port_taken if self._launch is not None else Launch.port_taken
+        return next((sign for sign in signs if sign in text), None)
+
+    def repick_ports(self) -> None:
+        """Fresh ports, for a broker that was never ready (none of its ports was handed out)."""
+        if self.ready_once:
+            raise RuntimeError(f"{self.design} was ready on {self.ports}: clients know them, they stay")
+        self.ports = free_ports(tuple(self.peer.ports))
+        self.place = Place(self.place.node, self.home, self.data_dir, dict(self.ports))
 
     # ------------------------------------------------------------------ signals
 
@@ -265,10 +322,16 @@ class ExternalProcess:
             time.sleep(0.02)
 
     def _after_stop(self) -> None:
+        """Run the launch's ``after_stop`` commands; one that fails or hangs is logged, never
+        raised: what follows (the unmount, the next start) must still happen."""
         launch = self._launch
         for argv in (launch.after_stop if launch is not None else ()):
-            subprocess.run(list(argv), env={**os.environ, **launch.env}, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, timeout=STOP_TIMEOUT, check=False)
+            try:
+                subprocess.run(list(argv), env={**os.environ, **launch.env}, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, timeout=AFTER_STOP_TIMEOUT, check=False)
+            except (OSError, subprocess.TimeoutExpired) as e:
+                # e.g. `epmd -kill` on a port that another process's listener took
+                log.warning("%s: after it stopped, %s failed: %s", self.design, " ".join(argv), e)
 
     def log(self) -> str:
         """What the broker wrote since its current start (stdout and stderr)."""

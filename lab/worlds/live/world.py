@@ -143,9 +143,8 @@ class LiveWorld:
         if node in self.processes:
             raise ValueError(f"node {node!r} is already a server process")
         proc = self.processes[node] = ExternalProcess(peer, node, self.root / node)
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, proc.launch)  # the mount waits for the file system
-        await loop.run_in_executor(None, proc.wait_ready)
+        # on a worker thread: the mount waits for the file system, the probe for the broker
+        await asyncio.get_running_loop().run_in_executor(None, proc.start)
         return proc
 
     async def checkpoint(self, node: str) -> None:
@@ -366,8 +365,10 @@ class LiveWorld:
             self.stop_processes(INTERRUPT_GRACE if interrupted else STOP_TIMEOUT)  # before the temporary
             # root goes: their data dirs are in it
             for proc in self.processes.values():
-                proc.finish()  # what a broker leaves running (a port mapper), then its file system
-                proc.close()
+                try:
+                    proc.finish()  # what a broker leaves running (a port mapper), then its file system
+                finally:
+                    proc.close()
             if not interrupted:
                 self._keep_logs()
             await self.links.close()
