@@ -174,21 +174,18 @@ def test_the_locust_client_puts_gets_acks_and_releases_on_a_real_node():
     assert os.environ.get("GEVENT_SUPPORT") is None  # this process never loaded gevent's patches
 
 
-@pytest.mark.parametrize("squatter", ["bound", pytest.param("listening", marks=pytest.mark.slow)])
-def test_a_node_whose_port_mapper_port_was_taken_starts_again_on_fresh_ports(squatter: str, monkeypatch, caplog):
-    """Another process binds the port picked for the node's port mapper between the pick
-    and the boot (an outgoing connection can; a CI run once failed so): the boot's net_kernel
+def test_a_node_whose_port_mapper_port_was_taken_starts_again_on_fresh_ports(monkeypatch, caplog):
+    """Another socket holds the port picked for the node's port mapper between the pick and
+    the boot (an outgoing connection's can; a CI run once failed so): the boot's net_kernel
     says only ``nodistribution`` and the VM exits 0. The node starts again on fresh ports and
-    a client's round trip works; a squatter that listens makes ``epmd -kill`` hang, and
-    that is logged, not raised, and the mount still goes."""
+    a client's round trip works. (A squatter that *listens* there is another matter: the
+    boot may wait on it, or even come up with its probe unable to reach the port mapper.)"""
     import socket
 
     from lab.worlds.live import LiveWorld, external
 
     held = socket.socket()
     held.bind(("127.0.0.1", 0))
-    if squatter == "listening":
-        held.listen()
     picked = external.free_ports
     picks: list[dict[str, int]] = []
 

@@ -94,6 +94,7 @@ class ExternalProcess:
         self.target: int | None = None  # the pid that pause signals
         self._launch: Launch | None = None
         self._log_from = 0
+        self._cleaned_up = False
         self.power: Any = None  # the power-loss file system under data_dir, once mounted
         self.no_power: str | None = None  # why there is none
 
@@ -177,6 +178,7 @@ class ExternalProcess:
                 start_new_session=True)  # its own process group: kill -9 reaches every process of it
         self.paused = False
         self.target = None
+        self._cleaned_up = False  # its after_stop commands have not run since this start
 
     def wait_ready(self, timeout: float | None = None) -> dict[str, int]:
         """Block until the peer's probe says ready; the ports. RuntimeError (with the log's
@@ -322,9 +324,12 @@ class ExternalProcess:
             time.sleep(0.02)
 
     def _after_stop(self) -> None:
-        """Run the launch's ``after_stop`` commands; one that fails or hangs is logged, never
-        raised: what follows (the unmount, the next start) must still happen."""
+        """Run the launch's ``after_stop`` commands, once per start; one that fails or hangs
+        is logged, never raised: what follows (the unmount, the next start) must still happen."""
         launch = self._launch
+        if self._cleaned_up:
+            return
+        self._cleaned_up = True
         for argv in (launch.after_stop if launch is not None else ()):
             try:
                 subprocess.run(list(argv), env={**os.environ, **launch.env}, stdout=subprocess.DEVNULL,
