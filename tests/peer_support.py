@@ -29,3 +29,14 @@ def live(peer: str, workload: str, tmp_path: Path, duration: float | None = None
     if duration is not None:
         w = dataclasses.replace(w, duration=duration)
     return run(w, peer, "live", out=tmp_path / workload, progress=False, options=options)
+
+
+def nothing_lost(result: RunResult, *why: str) -> None:
+    """Assert that a run lost nothing acknowledged: VALID, or ALLOWED only for what a kill
+    may do beside losing (a delivery that comes again, later than newer ones), where one of
+    ``why`` (the allowances' reasons) says why."""
+    verdict = result.verdict
+    assert verdict.verdict in ("valid", "allowed"), verdict.line()
+    assert verdict.lost == 0, verdict.line()
+    if verdict.verdict == "allowed":
+        assert any(reason in verdict.line() for reason in why), verdict.line()

@@ -16,6 +16,10 @@ from lab.design.peer import MissingBinary
 from lab.peers.beanstalkd.driver import BeanstalkdPeer, fsync_flags
 from tests import peer_support
 
+# what a fault may do besides losing: a job reserved when it came is ready again (after a
+# restart, or once its reservation ended), behind jobs delivered meanwhile
+REDELIVERED = ("reservations are not logged", "is ready again behind jobs")
+
 pytestmark = pytest.mark.skipif(not Path("/usr/bin/beanstalkd").exists() and not Path("/usr/sbin/beanstalkd").exists(),
                                 reason="beanstalkd is not installed (apt-get install beanstalkd)")
 
@@ -61,8 +65,8 @@ def test_a_no_fault_run_is_valid_and_leaves_nothing_behind(tmp_path: Path):
 
 def test_a_power_loss_under_fsync_0_loses_nothing_acknowledged(tmp_path: Path):
     result = live("crash", tmp_path, fsync=0)
-    assert result.verdict.verdict == "valid", result.verdict.line()
-    assert result.verdict.lost == 0 and result.verdict.ok > 500
+    peer_support.nothing_lost(result, *REDELIVERED)
+    assert result.verdict.ok > 500, result.verdict.line()
 
 
 def test_a_power_loss_under_fsync_never_loses_the_unsynced_binlog_as_allowed(tmp_path: Path):
@@ -74,15 +78,14 @@ def test_a_power_loss_under_fsync_never_loses_the_unsynced_binlog_as_allowed(tmp
 
 def test_kill_9_under_fsync_never_loses_nothing_the_page_cache_holds(tmp_path: Path):
     result = live("kill", tmp_path, fsync="never")
-    assert result.verdict.verdict == "valid", result.verdict.line()
-    assert result.verdict.lost == 0 and result.verdict.ok > 500, (result.verdict.line(), result.warnings)
+    peer_support.nothing_lost(result, *REDELIVERED)
+    assert result.verdict.ok > 500, (result.verdict.line(), result.warnings)
 
 
 def test_a_pause_loses_nothing(tmp_path: Path):
     result = live("gc-pause", tmp_path, duration=3.0)
     # SIGSTOP holds the replies; the 1 s client timeout outlasts the 400 ms pause
-    assert result.verdict.verdict == "valid", result.verdict.line()
-    assert result.verdict.lost == 0
+    peer_support.nothing_lost(result, *REDELIVERED)
 
 
 def test_a_missing_binary_is_one_line_naming_the_package(tmp_path: Path, monkeypatch):

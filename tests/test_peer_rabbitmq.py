@@ -18,12 +18,16 @@ from lab.peers.rabbitmq import driver
 from lab.peers.rabbitmq.driver import RabbitmqPeer
 from lab.workloads.spec import load_workload
 from tests.own_processes import own_mounts, own_processes
+from tests.peer_support import nothing_lost
 
 pytestmark = [pytest.mark.skipif(not (driver.BIN / "rabbitmq-server").exists(),
                                  reason="rabbitmq-server is not installed (make brokers)"),
               pytest.mark.xdist_group("rabbitmq")]  # one node at a time: a boot is seconds of both cores
 
 ERLANG = ("beam.smp", "erl_child_setup", "epmd", "rabbitmq")
+# what a crash or kill may do besides losing: an ack it undid, or a delivery its channel's
+# close handed back, comes again (a quorum queue's at the tail)
+REDELIVERED = ("an ack the broker had not yet made durable", "a delivery handed back", "a nacked message goes back")
 
 
 def workload(name: str, **changes):
@@ -106,7 +110,7 @@ def test_a_no_fault_run_is_valid_and_leaves_nothing_running(tmp_path: Path):
 def test_a_power_loss_with_quorum_queues_and_confirms_loses_nothing_confirmed(tmp_path: Path):
     result = run(workload("crash"), "rabbitmq", "live", out=tmp_path / "r", progress=False,
                  options={"queue_type": "quorum"})
-    assert result.verdict.verdict == "valid" and result.verdict.lost == 0, result.verdict.line()
+    nothing_lost(result, *REDELIVERED)
     assert result.verdict.ok > 100
 
 
@@ -120,7 +124,7 @@ def test_a_power_loss_without_confirms_loses_some_and_is_allowed_by_that_setting
 def test_a_kill_9_of_a_classic_queue_with_confirms_loses_nothing(tmp_path: Path):
     before = erlang_processes()
     result = run(workload("kill"), "rabbitmq", "live", out=tmp_path / "r", progress=False)
-    assert result.verdict.verdict == "valid" and result.verdict.lost == 0, result.verdict.line()
+    nothing_lost(result, *REDELIVERED)
     assert left_behind(before) == []  # the restarted node, and the epmd it reused, are gone too
 
 

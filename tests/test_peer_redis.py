@@ -12,7 +12,11 @@ import pytest
 
 from lab.design import BadOption
 from lab.peers.redis.driver import RedisPeer
-from tests.peer_support import live, mounts, processes
+from tests.peer_support import live, mounts, nothing_lost, processes
+
+# what a fault may do besides losing: an entry claimed by a read the fault cut is claimed
+# again, behind newer ones
+CLAIMED_AGAIN = "a claimed entry comes back behind newer ones"
 
 
 def test_appendfsync_takes_redis_words_and_no_is_not_false():
@@ -36,8 +40,8 @@ def test_a_no_fault_run_is_valid_and_leaves_nothing_behind(tmp_path: Path):
 
 def test_a_power_loss_under_appendfsync_always_loses_nothing_acknowledged(tmp_path: Path):
     result = live("redis", "crash", tmp_path, appendfsync="always")
-    assert result.verdict.verdict == "valid", result.verdict.line()
-    assert result.verdict.lost == 0 and result.verdict.ok > 500
+    nothing_lost(result, CLAIMED_AGAIN)
+    assert result.verdict.ok > 500, result.verdict.line()
 
 
 def test_a_power_loss_under_appendfsync_no_loses_the_unsynced_aof_as_allowed(tmp_path: Path):
@@ -49,8 +53,8 @@ def test_a_power_loss_under_appendfsync_no_loses_the_unsynced_aof_as_allowed(tmp
 
 def test_kill_9_under_appendfsync_no_loses_nothing_the_page_cache_holds(tmp_path: Path):
     result = live("redis", "kill", tmp_path, appendfsync="no")
-    assert result.verdict.verdict == "valid", result.verdict.line()
-    assert result.verdict.lost == 0 and result.verdict.ok > 500
+    nothing_lost(result, CLAIMED_AGAIN)
+    assert result.verdict.ok > 500, result.verdict.line()
 
 
 def test_a_kill_in_a_slow_fsync_loses_what_everysec_postponed_and_no_loses_nothing(tmp_path: Path):
@@ -58,13 +62,12 @@ def test_a_kill_in_a_slow_fsync_loses_what_everysec_postponed_and_no_loses_nothi
     assert everysec.verdict.verdict == "allowed", everysec.verdict.line()
     assert everysec.verdict.lost > 0 and "postpones the AOF write" in everysec.verdict.line()
     no = live("redis", "kill-slow-disk", tmp_path / "no", appendfsync="no")
-    assert no.verdict.verdict == "valid" and no.verdict.lost == 0, no.verdict.line()
+    nothing_lost(no, CLAIMED_AGAIN)
 
 
 def test_a_pause_loses_nothing(tmp_path: Path):
     result = live("redis", "gc-pause", tmp_path, duration=3.0)
-    assert result.verdict.verdict == "valid", result.verdict.line()
-    assert result.verdict.lost == 0
+    nothing_lost(result, CLAIMED_AGAIN)
 
 
 def test_the_locust_client_puts_gets_releases_and_acks():
