@@ -4,9 +4,10 @@ them.
 
 A peer has no core and no sim world. The live world runs the broker's own binary as a
 process of its own (``lab.worlds.live.external``), on ports it picks at the first start
-(again if one was taken: ``Launch.port_taken``) and keeps across restarts, in a folder of its own (``Place``): ``launch`` says how (``Launch``: the command,
-its environment, the files to write first, the process that faults signal, how to tell it
-is ready, what to stop after it). The broker's data dir sits on the live world's power-loss
+(again if one was taken: ``Launch.port_taken``) and keeps across restarts, in a folder of
+its own (``Place``): ``launch`` says how (``Launch``: the command, its environment, the
+files to write first, the process that faults signal, how to tell it is ready, what to stop
+after it). The broker's data dir sits on the live world's power-loss
 file system where FUSE is available, so a ``crash`` drops what the broker wrote and never
 fsynced, as a machine that loses power would; a ``kill`` (kill -9) keeps the page cache.
 

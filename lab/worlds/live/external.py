@@ -224,7 +224,7 @@ class ExternalProcess:
                 self.wait_ready()
                 return self
             except RuntimeError as e:
-                if attempt == tries - 1 or self.ready_once or not self.port_was_taken():
+                if attempt == tries - 1 or not self.port_was_taken():
                     raise
                 log.warning("%s did not start: one of its ports %s was taken (its log says %r); starting "
                             "again on fresh ones", self.design, self.ports, self.taken_port_sign())
@@ -326,10 +326,10 @@ class ExternalProcess:
     def _after_stop(self) -> None:
         """Run the launch's ``after_stop`` commands, once per start; one that fails or hangs
         is logged, never raised: what follows (the unmount, the next start) must still happen."""
-        launch = self._launch
         if self._cleaned_up:
             return
         self._cleaned_up = True
+        launch = self._launch
         for argv in (launch.after_stop if launch is not None else ()):
             try:
                 subprocess.run(list(argv), env={**os.environ, **launch.env}, stdout=subprocess.DEVNULL,
