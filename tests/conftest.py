@@ -20,10 +20,14 @@ _numbers = itertools.count()
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test that uses the in-process SparkSession runs on one xdist worker (``--dist
-    loadgroup``): a JVM start is seconds of both cores, and four workers started four."""
+    loadgroup``): a JVM start is seconds of both cores, and four workers started four. A test
+    marked ``quiet`` must be slow too (Makefile's test-slow runs those alone)."""
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("spark"))
+        if item.get_closest_marker("quiet") and not item.get_closest_marker("slow"):
+            # `make test` runs the fast tier in parallel: only the slow tier runs quiet tests alone
+            raise pytest.UsageError(f"{item.nodeid} is marked quiet but not slow: only `make test-slow` runs quiet tests alone")
 
 
 @pytest.hookimpl(wrapper=True)

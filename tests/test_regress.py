@@ -192,7 +192,12 @@ def test_a_field_added_to_workloads_is_the_same_workload():
 # ----------------------------------------------------------------------------- the acceptance (live)
 
 
+# quiet: alone, after the slow tier's parallel part. Its baseline and the slowed run are a minute
+# apart, and the gate's factor (1.5) leaves a 2x slowdown a margin of 1.33x: the worst spread the
+# gate's docs measured between unchanged runs. Beside other workers it failed CI once: a burst of
+# their load during the baseline (put p99 3.6 ms) and a quieter slowed run gave 1.47x.
 @pytest.mark.slow
+@pytest.mark.quiet
 def test_gate_fails_on_an_injected_slowdown_and_passes_twice_unchanged(capsys, tmp_path, monkeypatch, spark):
     baseline = tmp_path / "baseline.json"
     narrow = ["--designs", "kestrel", "--workloads", "steady", "--worlds", "live", "--repeats", "4",
