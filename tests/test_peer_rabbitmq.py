@@ -18,7 +18,7 @@ from lab.peers.rabbitmq import driver
 from lab.peers.rabbitmq.driver import RabbitmqPeer
 from lab.workloads.spec import load_workload
 from tests.own_processes import own_mounts, own_processes
-from tests.peer_support import nothing_lost
+from tests.peer_support import first_pick_taken, nothing_lost
 
 pytestmark = [pytest.mark.skipif(not (driver.BIN / "rabbitmq-server").exists(),
                                  reason="rabbitmq-server is not installed (make brokers)"),
@@ -184,23 +184,8 @@ def test_a_node_whose_port_mapper_port_was_taken_starts_again_on_fresh_ports(mon
     says only ``nodistribution`` and the VM exits 0. The node starts again on fresh ports and
     a client's round trip works. (A squatter that *listens* there is another matter: the
     boot may wait on it, or even come up with its probe unable to reach the port mapper.)"""
-    import socket
+    from lab.worlds.live import LiveWorld
 
-    from lab.worlds.live import LiveWorld, external
-
-    held = socket.socket()
-    held.bind(("127.0.0.1", 0))
-    picked = external.free_ports
-    picks: list[dict[str, int]] = []
-
-    def first_one_taken(names):
-        ports = picked(names)
-        if not picks:
-            ports["epmd"] = held.getsockname()[1]
-        picks.append(dict(ports))
-        return ports
-
-    monkeypatch.setattr(external, "free_ports", first_one_taken)
     world = LiveWorld(seed=1)
     peer = RabbitmqPeer(world, {})
     before = erlang_processes()
@@ -216,10 +201,8 @@ def test_a_node_whose_port_mapper_port_was_taken_starts_again_on_fresh_ports(mon
             await queue.close()
         return world.processes["rabbitmq"].ports, world.root, got
 
-    try:
+    with first_pick_taken(monkeypatch, "epmd") as picks:
         ports, root, got = world.run(main)
-    finally:
-        held.close()
     assert len(picks) == 2 and ports == picks[1] and ports["epmd"] != picks[0]["epmd"]
     assert got is not None and got.body == b"after the clash"
     assert any("was taken (its log says 'nodistribution')" in r.getMessage() for r in caplog.records)

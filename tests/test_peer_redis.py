@@ -12,7 +12,7 @@ import pytest
 
 from lab.design import BadOption
 from lab.peers.redis.driver import RedisPeer
-from tests.peer_support import live, mounts, nothing_lost, processes
+from tests.peer_support import first_pick_taken, live, mounts, nothing_lost, processes
 
 # what a fault may do besides losing: an entry claimed by a read the fault cut is claimed
 # again, behind newer ones
@@ -113,27 +113,9 @@ def test_a_run_whose_picked_port_was_taken_starts_redis_on_a_fresh_one_and_is_va
     """Another process listens on the port picked for Redis before Redis binds it: Redis
     exits ("Address already in use"), starts again on a fresh port, and the run is judged
     as any other."""
-    import socket
-
-    from lab.worlds.live import external
-
-    held = socket.socket()
-    held.bind(("127.0.0.1", 0))
-    held.listen()
-    picked = external.free_ports
-    picks: list[dict[str, int]] = []
-
-    def first_one_taken(names):
-        ports = picked(names) if picks else {"redis": held.getsockname()[1]}
-        picks.append(ports)
-        return ports
-
-    monkeypatch.setattr(external, "free_ports", first_one_taken)
     before, mounted = processes(b"redis-server"), mounts("redis", tmp_path)
-    try:
+    with first_pick_taken(monkeypatch, "redis", listen=True) as picks:
         result = live("redis", "steady", tmp_path, duration=1.5)
-    finally:
-        held.close()
     assert result.verdict.verdict == "valid", result.verdict.line()
     assert result.verdict.ok > 200 and result.verdict.lost == 0
     assert len(picks) == 2 and picks[1]["redis"] != picks[0]["redis"]

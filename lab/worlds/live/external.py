@@ -223,7 +223,7 @@ class ExternalProcess:
             try:
                 self.wait_ready()
                 return self
-            except RuntimeError as e:
+            except RuntimeError:
                 if attempt == tries - 1 or not self.port_was_taken():
                     raise
                 log.warning("%s did not start: one of its ports %s was taken (its log says %r); starting "
