@@ -17,6 +17,10 @@ coroutine halves the Python calls per resumption; everything else keeps SimPy's 
 Interrupts and the pause gate behave as they did in the generator: after any event
 fires, a paused node's coroutine waits for the node's ``resumed`` event; a cancel raises
 ``Cancelled`` in the coroutine (after the gate), a crash closes it where it is.
+
+``Drive`` and ``_Urgent`` copy simpy.events' Process, Initialize and Interruption onto their
+private fields, so pyproject.toml pins SimPy to the releases they were checked against (4.1.0
+to 4.1.2; tests/test_simpy_boundary.py).
 """
 
 from __future__ import annotations
@@ -56,6 +60,11 @@ _START, _WAIT, _GATE = 0, 1, 2  # where a drive stands: not begun, waiting on an
 class _Urgent:
     """An urgent entry on the event heap that calls ``callback`` (a drive's start, an interrupt)."""
 
+    # Mirrors simpy.events.Initialize and Interruption (SimPy 4.1.2): a triggered event pushed
+    # at URGENT with the environment's next eid, as Environment.schedule does, so a start or an
+    # interrupt runs before the normal events due at the same time. An Interruption is a failed,
+    # defused event; this one succeeds, its cause in _value, as the drive alone reads it.
+
     __slots__ = ("callbacks", "_ok", "_value")
 
     def __init__(self, env: Any, callback: Any, value: Any = None):
@@ -70,6 +79,8 @@ class Drive(SimPyEvent):
     the event it already waits on (its first step ran inside the caller)."""
 
     def __init__(self, rt: Incarnation, coro: Coroutine, first: SimPyEvent | None = None):
+        # Mirrors simpy.events.Process.__init__ (SimPy 4.1.2): PENDING value while alive, and
+        # the first step at an urgent event, Initialize's place
         env = rt.env
         self.env = env
         self.callbacks = []
@@ -89,6 +100,7 @@ class Drive(SimPyEvent):
 
     def interrupt(self, cause: Any) -> None:
         """Cancel (``CANCEL``) or crash (``CRASH``) the coroutine, at an urgent event now."""
+        # Interruption.__init__'s checks (simpy.events, SimPy 4.1.2), with its messages
         if self._value is not PENDING:
             raise RuntimeError(f"{self} has terminated and cannot be interrupted.")
         if self is self.env._active_proc:
@@ -96,6 +108,8 @@ class Drive(SimPyEvent):
         _Urgent(self.env, self._interrupted, cause)
 
     def _interrupted(self, entry: _Urgent) -> None:
+        # Mirrors Interruption._interrupt (SimPy 4.1.2): a drive that ended meanwhile ignores
+        # it; else it stops waiting on its target and steps with the interrupt instead
         if self._value is not PENDING:
             return
         self._target.callbacks.remove(self.resume)
@@ -105,6 +119,7 @@ class Drive(SimPyEvent):
         self._step(event, None)
 
     def _step(self, event: Any, interrupt: Any) -> None:
+        # Process._resume marks the process active (env.active_process) while it steps
         env = self.env
         env._active_proc = self
         try:
@@ -162,6 +177,7 @@ class Drive(SimPyEvent):
 
     def _wait(self, event: Any) -> bool:
         """Wait on ``event``: False if it has been processed already (its value is ready)."""
+        # Process._resume's (SimPy 4.1.2): callbacks None means processed; else resume on it
         try:
             callbacks = event.callbacks
         except AttributeError:
@@ -177,7 +193,8 @@ class Drive(SimPyEvent):
     def _outcome(event: Any) -> tuple[Any, BaseException | None]:
         if event._ok:
             return event._value, None
-        # A failed event: raise a copy of its exception in the coroutine, as SimPy's process does.
+        # A failed event: raise a copy of its exception in the coroutine, defusing it, as
+        # Process._resume does (SimPy 4.1.2), so the loop does not crash on it.
         event._defused = True
         failure = event._value
         exc = type(failure)(*failure.args)
@@ -194,6 +211,8 @@ class Drive(SimPyEvent):
         self._end(True, CRASHED)
 
     def _end(self, ok: bool, value: Any) -> None:
+        # Process._resume's end (SimPy 4.1.2): _ok and _value set, the process scheduled as a
+        # NORMAL event now, with the environment's next eid, as Environment.schedule does
         self.rt.processes.pop(self, None)
         self._ok = ok
         self._value = value

@@ -13,6 +13,9 @@ one stream per node incarnation, one for the network, one for the disks.
 
 The world's parameters are ``models.config.SimConfig``; the network is in ``models.network``,
 the disk in ``models.disk``.
+
+``run_events`` copies SimPy's own loop, so pyproject.toml pins SimPy to the releases it was
+checked against (4.1.0 to 4.1.2; tests/test_simpy_boundary.py).
 """
 
 from __future__ import annotations
@@ -50,11 +53,16 @@ def run_events(env: simpy.Environment, until: SimPyEvent | None = None, at: int 
     ``step``'s call and attribute lookups per event, which at millions of events is a
     visible share of a run.
     """
+    # Mirrors simpy.core.Environment.run and .step (SimPy 4.1.2): the heap entries are
+    # (time, priority, eid, event), callbacks set to None marks an event processed, and a
+    # failure nobody defused (_ok False, no _defused) crashes the run with a copy of it.
     queue = env._queue
     pop = heappop
     stop = [False]
 
     def stopped(_: SimPyEvent) -> None:
+        # Where run's StopSimulation.callback raises; the rest of this event's callbacks run
+        # now, as 4.1.2's step would run them first on a later run (4.1.0/4.1.1 dropped them).
         stop[0] = True
 
     if until is not None:
@@ -62,7 +70,8 @@ def run_events(env: simpy.Environment, until: SimPyEvent | None = None, at: int 
             return
         until.callbacks.append(stopped)
     if at is not None:
-        # env.run's own mark for a time limit: an urgent event at ``at``, before any other then
+        # env.run's own mark for a time limit (Environment.run, 4.1.2): an urgent event at
+        # ``at``, before any other then; unlike run, ``at`` <= now is not refused
         mark = SimPyEvent(env)
         mark._ok, mark._value = True, None
         mark.callbacks.append(stopped)
