@@ -40,9 +40,9 @@ def nothing_lost(result: RunResult, *why: str) -> None:
     """Assert that a run lost nothing acknowledged: VALID, or ALLOWED only for what a kill
     may do beside losing (a delivery that comes again, later than newer ones), where one of
     ``why`` (the allowances' reasons) says why."""
-    verdict = result.verdict
+    verdict = result.check
     assert verdict.verdict in ("valid", "allowed"), verdict.line()
-    assert verdict.lost == 0, verdict.line()
+    assert verdict.counts.lost == 0, verdict.line()
     if verdict.verdict == "allowed":
         assert any(reason in verdict.line() for reason in why), verdict.line()
 

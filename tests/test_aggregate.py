@@ -137,8 +137,8 @@ def test_checker_totals_agree_with_the_python_checker_on_real_runs(spark, tmp_pa
         assert {f: int(got[f]) for f in fields} == {f: getattr(expected, f) for f in fields}
         assert bool(got["valid"]) == expected.valid
         # the same verdict as the checker's, from the run's manifest (design, options, faults)
-        judged = check(read_samples(r.run_dir), r.verdict.facts)
-        assert (got["verdict"], got["reason"]) == (judged.verdict, judged.reason) == (r.verdict.verdict, r.verdict.reason)
+        judged = check(read_samples(r.run_dir), r.check.facts)
+        assert (got["verdict"], got["reason"]) == (judged.verdict, judged.reason) == (r.verdict, r.check.reason)
     assert totals.loc[runs[0].run_id, "lost"] > 0  # the crash really lost messages: the ideal allows it
     assert totals.loc[runs[0].run_id, "verdict"] == "allowed" and totals.loc[runs[1].run_id, "verdict"] == "valid"
 
@@ -154,7 +154,7 @@ def test_a_released_get_is_no_delivery_in_the_pipeline_as_in_the_checker(spark, 
     expected = check(samples)
     fields = ("attempts", "enqueued", "dequeued", "ok", "lost", "unexpected", "duplicated", "recovered")
     assert {f: int(totals[f]) for f in fields} == {f: getattr(expected, f) for f in fields}
-    assert (expected.dequeued, expected.duplicated, expected.lost) == (3, 1, 0)  # p0:2 twice after its release
+    assert (expected.counts.dequeued, expected.counts.duplicated, expected.counts.lost) == (3, 1, 0)  # p0:2 twice after its release
 
 
 def test_checks_of_runs_without_a_manifest_are_judged_by_jepsens_rule():
@@ -163,7 +163,7 @@ def test_checks_of_runs_without_a_manifest_are_judged_by_jepsens_rule():
     manifest = {"run_id": "r3", "backend": "kestrel", "options": {}, "workload": {"ack": "reliable",
                 "faults": [{"fault": "crash"}]}, "verdict": {"reordering": {"inversions": 0}}}
     judged = with_verdicts(checks, {"r3": manifest}).set_index("run_id")
-    assert judged.verdict.to_dict() == {"r1": "valid", "r2": "invalid", "r3": "allowed"}
+    assert judged.check.to_dict() == {"r1": "valid", "r2": "invalid", "r3": "allowed"}
     assert judged.valid.to_dict() == {"r1": True, "r2": False, "r3": False}
     assert judged.reason["r3"].startswith("lost 1 acknowledged message under crash: allowed, syncJournal=never")
 

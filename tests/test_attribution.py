@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import pyarrow as pa
 
+from lab.judge import words
 from lab.judge.attribution import attribute, failed_operations
 from lab.history.record import mask, message_codes
 from lab.design.promises import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CLOSED, CUT, FIFO, HOLDERS, NO_ORDER, Allowance, Promises)
@@ -39,7 +40,10 @@ def explain(h: pa.Table, promises: Promises, overtaken: dict[str, int] | None = 
     a = attribute(h, codes, promises, lost=np.maximum(enqueued - dequeued, 0),
                   duplicated=np.where(attempts > 0, np.maximum(dequeued - attempts, 0), 0), overtaken=over)
     unexplained = {anomaly: sorted(names[c] for c in chosen) for anomaly, chosen in a.unexplained.items()}
-    return a.explained, unexplained
+    said: dict[str, dict[str, int]] = {}  # each explanation in the words the verdict says it in
+    for e, n in a.explained.items():
+        said.setdefault(e.anomaly, {})[words.explanation(e)] = n
+    return said, unexplained
 
 
 def puts(*spec: tuple[str, int]) -> list[tuple]:

@@ -162,10 +162,10 @@ def _counts(caplog: pytest.LogCaptureFixture) -> tuple[dict[str, int], dict[str,
 
 
 def _report(result: RunResult, repair: dict[str, int], store: dict[str, int]) -> str:
-    v = result.verdict
-    return (f"{result.workload.name} seed {result.seed}: {v.verdict} ({v.reason}); attempted {v.attempts}, "
-            f"acknowledged {v.enqueued}, delivered {v.dequeued}, recovered {v.recovered}, lost {v.lost}, "
-            f"duplicated {v.duplicated}, inversions {v.reordering.inversions}; repair {repair}; store {store}")
+    v = result.check
+    return (f"{result.workload.name} seed {result.seed}: {v.verdict} ({v.reason}); attempted {v.counts.attempts}, "
+            f"acknowledged {v.counts.enqueued}, delivered {v.counts.dequeued}, recovered {v.counts.recovered}, lost {v.counts.lost}, "
+            f"duplicated {v.counts.duplicated}, inversions {v.reordering.inversions}; repair {repair}; store {store}")
 
 
 def _puts(result: RunResult):
@@ -193,11 +193,11 @@ def test_late_writes_are_republished_by_the_repair_worker(tmp_path: Path, caplog
     repair, store = _counts(caplog)
     print("\n" + _report(control, control_repair, {}) + "\n" + _report(result, repair, store))
 
-    v = result.verdict
+    v = result.check
     assert v.verdict == "valid", v.reason
-    assert v.lost == 0 and v.unexpected == 0
+    assert v.counts.lost == 0 and v.counts.unexpected == 0
     assert store["late"] > 0
-    assert v.recovered > 0  # puts the client gave up on (info) whose rows landed and were delivered
+    assert v.counts.recovered > 0  # puts the client gave up on (info) whose rows landed and were delivered
     assert repair["republished"] > 0  # ... some of them by the repair worker, at the tail:
     # ... behind messages put after them (the design promises no order); no real-time
     # inversion counts it, for a put the client gave up on was owed no place
@@ -207,7 +207,7 @@ def test_late_writes_are_republished_by_the_repair_worker(tmp_path: Path, caplog
     late = table[(table.op == "put") & (table.outcome == "info") & table.msg_id.isin(got_at.index)].msg_id
     assert any((got_at[put_at.reindex(got_at.index) > put_at[m]] < got_at[m]).any() for m in late)
     # without late writes, the same pause leaves the repair worker nothing to republish
-    assert control.verdict.verdict == "valid" and control_repair["republished"] == 0
+    assert control.verdict == "valid" and control_repair["republished"] == 0
 
 
 # Ghost writes: a message insert that never lands and is never answered (the API node died
@@ -228,9 +228,9 @@ def test_ghost_writes_are_unknown_and_the_reader_and_repair_move_past(tmp_path: 
     repair, store = _counts(caplog)
     print("\n" + _report(result, repair, store))
 
-    v = result.verdict
+    v = result.check
     assert v.verdict == "valid", v.reason
-    assert v.lost == 0 and v.unexpected == 0 and v.duplicated == 0
+    assert v.counts.lost == 0 and v.counts.unexpected == 0 and v.counts.duplicated == 0
     assert store["ghosts"] > 0
     puts, delivered = _puts(result)
     assert not puts[puts.msg_id.isin(delivered)].outcome.eq("fail").any()  # a refused put never shows up
@@ -261,9 +261,9 @@ def test_net_split_between_an_api_node_and_the_store(tmp_path: Path, caplog: pyt
     repair, store = _counts(caplog)
     print("\n" + _report(result, repair, store))
 
-    v = result.verdict
+    v = result.check
     assert v.verdict in ("valid", "allowed"), v.reason
-    assert v.lost == 0 and v.unexpected == 0
+    assert v.counts.lost == 0 and v.counts.unexpected == 0
     puts, _ = _puts(result)
     assert (puts.outcome != "ok").any()  # the split did cut requests
     assert not result.warnings

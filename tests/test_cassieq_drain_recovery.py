@@ -47,15 +47,15 @@ def test_split_flapping_the_drain_that_ended_before_the_lease_ran_out_called_it_
     time) ends before the lease runs out, and the verdict calls the leased message lost."""
     monkeypatch.setattr(CassieqBackend, "recovery_seconds", staticmethod(lambda options: 0.0))
     result = run(_split_flapping_at_1s(), "cassieq", "sim", seed=SEED, out=tmp_path / "run", progress=False)
-    assert result.verdict.verdict == "invalid" and result.verdict.lost == 1, result.verdict.line()
+    assert result.verdict == "invalid" and result.check.counts.lost == 1, result.check.line()
     assert LOST not in _delivered(result.run_dir)
     assert result.world_seconds < 7.2  # it stopped before the message came back
 
 
 def test_split_flapping_the_drain_waits_out_the_designs_recovery_and_nothing_is_lost(tmp_path):
     result = run(_split_flapping_at_1s(), "cassieq", "sim", seed=SEED, out=tmp_path / "run", progress=False)
-    verdict = result.verdict
-    assert verdict.verdict != "invalid" and verdict.lost == 0, verdict.line()
+    verdict = result.check
+    assert verdict.verdict != "invalid" and verdict.counts.lost == 0, verdict.line()
     delivered = _delivered(result.run_dir)
     assert 7 < delivered[LOST] < 7 + 1  # back when its lease ran out, by the design's own recovery
     recovery = CassieqBackend(make_world("sim", 0), {}).recovery_s

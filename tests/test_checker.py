@@ -8,6 +8,7 @@ from hypothesis import given, strategies as st
 
 from lab.experiments.bench.checker import count_inversions  # the old per-stream check, now the benchmark's peer
 from lab.judge.checker import check
+from lab.judge.findings import Verdict
 from lab.judge.verdict import RunFacts
 from tests.history import history, with_faults
 
@@ -16,44 +17,50 @@ def test_a_clean_history_is_valid():
     v = check(history(("put", "p0", "p0:0", "ok"), ("put", "p0", "p0:1", "ok"),
                       ("get", "c0", "p0:0", "ok"), ("get", "c0", "p0:1", "ok"), ("get", "c0", None, "fail")))
     assert v.valid
-    assert (v.attempts, v.enqueued, v.dequeued, v.ok, v.lost, v.unexpected, v.duplicated, v.recovered) == (2, 2, 2, 2, 0, 0, 0, 0)
+    assert (v.counts.attempts, v.counts.enqueued, v.counts.dequeued, v.counts.ok, v.counts.lost, v.counts.unexpected, v.counts.duplicated, v.counts.recovered) == (2, 2, 2, 2, 0, 0, 0, 0)
     assert (v.reordering.inversions, v.reordering.checked, v.reordering.queues) == (0, 2, 1)
 
 
 def test_an_acknowledged_put_never_delivered_is_lost():
     v = check(history(("put", "p0", "p0:0", "ok"), ("put", "p0", "p0:1", "ok"), ("get", "c0", "p0:1", "ok")))
-    assert not v.valid and v.lost == 1 and v.examples["lost"] == ["p0:0"]
+    assert not v.valid and v.counts.lost == 1 and v.examples["lost"] == ["p0:0"]
 
 
 def test_a_failed_or_unknown_put_that_never_arrives_is_not_lost():
     v = check(history(("put", "p0", "p0:0", "fail"), ("put", "p0", "p0:1", "info"),
                       ("put", "p0", "p0:2", "ok"), ("get", "c0", "p0:2", "ok")))
-    assert v.valid and v.lost == 0 and v.attempts == 3 and v.enqueued == 1
+    assert v.valid and v.counts.lost == 0 and v.counts.attempts == 3 and v.counts.enqueued == 1
 
 
-def test_a_run_where_no_put_was_acknowledged_is_never_valid():
+def test_a_run_where_no_put_was_acknowledged_is_no_evidence_never_valid():
     # e.g. a client timeout shorter than a round trip: every put "info", nothing lost
     v = check(history(("put", "p0", "p0:0", "info"), ("put", "p0", "p0:1", "info"), ("get", "c0", None, "info")))
-    assert (v.lost, v.unexpected) == (0, 0)
-    assert not v.valid and v.problem == "no put was acknowledged"
-    assert v.line().startswith("INVALID (no put was acknowledged): 2 attempted")
-    assert not check(history(("get", "c0", None, "fail"))).valid  # nothing attempted either
+    assert (v.counts.lost, v.counts.unexpected) == (0, 0)
+    assert v.verdict is Verdict.NO_EVIDENCE and not v.valid and v.judgement.problem == "no put was acknowledged"
+    assert v.line().startswith("NO EVIDENCE (no put was acknowledged): 2 attempted")
+    nothing = check(history(("get", "c0", None, "fail")))  # nothing attempted either
+    assert (nothing.verdict, nothing.judgement.problem) == (Verdict.NO_EVIDENCE, "no put was attempted")
 
 
 def test_a_run_that_delivered_nothing_says_so():
-    v = check(history(("put", "p0", "p0:0", "ok"), ("get", "c0", None, "fail")))
-    assert not v.valid and v.problem == "nothing was delivered" and v.lost == 1
-    assert v.to_dict()["problem"] == "nothing was delivered"
+    crash = RunFacts("kestrel", {}, True, ("crash",))  # syncJournal=never: a crash may lose it, as it did
+    h = with_faults(history(("put", "p0", "p0:0", "ok"), ("get", "c0", None, "fail")), ("crash", "kestrel", 7, 8))
+    v = check(h, crash)
+    assert v.verdict is Verdict.NO_EVIDENCE and v.judgement.problem == "nothing was delivered" and v.counts.lost == 1
+    assert v.to_dict()["problem"] == "nothing was delivered" and v.to_dict()["verdict"] == "no evidence"
+    # without a fault that explains it, losing everything is a broken promise, not a lack of evidence
+    lost = check(history(("put", "p0", "p0:0", "ok"), ("get", "c0", None, "fail")))
+    assert (lost.verdict, lost.judgement.broken) == (Verdict.INVALID, ("lost",))
 
 
 def test_a_delivery_from_nowhere_is_unexpected():
     v = check(history(("put", "p0", "p0:0", "ok"), ("get", "c0", "p0:0", "ok"), ("get", "c0", "p9:4", "ok")))
-    assert not v.valid and v.unexpected == 1 and v.examples["unexpected"] == ["p9:4"]
+    assert not v.valid and v.counts.unexpected == 1 and v.examples["unexpected"] == ["p9:4"]
 
 
 def test_a_second_delivery_is_duplicated_but_valid():
     v = check(history(("put", "p0", "p0:0", "ok"), ("get", "c0", "p0:0", "ok"), ("get", "c1", "p0:0", "ok")))
-    assert v.valid and v.duplicated == 1 and v.ok == 1
+    assert v.valid and v.counts.duplicated == 1 and v.counts.ok == 1
 
 
 def test_a_second_delivery_is_valid_under_at_least_once_only_when_something_handed_it_back():
@@ -91,12 +98,12 @@ def test_reordering_breaks_fifo_unless_a_fault_of_the_run_could_have_caused_it()
 def test_an_unknown_put_that_was_delivered_is_recovered():
     v = check(history(("put", "p0", "p0:0", "info"), ("put", "p0", "p0:1", "ok"),
                       ("get", "c0", "p0:0", "ok"), ("get", "c0", "p0:1", "ok")))
-    assert v.valid and v.recovered == 1 and v.lost == 0
+    assert v.valid and v.counts.recovered == 1 and v.counts.lost == 0
 
 
 def test_failed_and_unknown_gets_are_not_deliveries():
     v = check(history(("put", "p0", "p0:0", "ok"), ("get", "c0", "p0:0", "info"), ("get", "c0", "p0:0", "fail")))
-    assert not v.valid and v.lost == 1 and v.dequeued == 0
+    assert not v.valid and v.counts.lost == 1 and v.counts.dequeued == 0
 
 
 def test_each_message_that_overtook_another_is_one_inversion():
@@ -143,7 +150,7 @@ def test_redeliveries_do_not_count_as_reordering():
     ops = [("put", "p0", f"p0:{i}", "ok") for i in range(3)]
     ops += [("get", "c0", m, "ok") for m in ("p0:0", "p0:1", "p0:0", "p0:2")]
     v = check(history(*ops))
-    assert v.duplicated == 1 and v.reordering.inversions == 0
+    assert v.counts.duplicated == 1 and v.reordering.inversions == 0
 
 
 @given(st.lists(st.integers(min_value=0, max_value=50), max_size=60))
@@ -160,10 +167,10 @@ def test_a_released_get_is_no_delivery_and_its_message_is_left_out_of_the_order(
                       ("get", "c1", "p0:1", "ok"), ("get", "c1", "p0:0", "ok"),
                       ("get", "c0", "p0:2", "ok"), ("release", "c0", "p0:2", "info"), ("get", "c1", "p0:2", "ok")),
               RunFacts("kestrel", {}, True, ()))
-    assert (v.dequeued, v.duplicated, v.lost) == (3, 0, 0)
+    assert (v.counts.dequeued, v.counts.duplicated, v.counts.lost) == (3, 0, 0)
     assert v.reordering.inversions == 0 and v.verdict == "valid"
 
 
 def test_a_released_message_that_never_comes_back_is_lost():
     v = check(history(("put", "p0", "p0:0", "ok"), ("get", "c0", "p0:0", "ok"), ("release", "c0", "p0:0", "ok")))
-    assert v.lost == 1 and not v.valid
+    assert v.counts.lost == 1 and not v.valid

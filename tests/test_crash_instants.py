@@ -29,25 +29,25 @@ def verdict(w: Workload, seed: int, out, mutant: str | None = None):
     """The verdict of Queuefka ``fsync=always`` on ``w`` at ``seed``, with ``mutant`` planted if given."""
     folder = out / f"{w.name}-{mutant or 'queuefka'}-s{seed}-{w.faults[0].at:g}"
     if mutant is None:
-        return run(w, "queuefka", "sim", seed=seed, out=folder, progress=False, options=DURABLE).verdict
+        return run(w, "queuefka", "sim", seed=seed, out=folder, progress=False, options=DURABLE).check
     with plant(mutant):
-        return run(w, "queuefka", "sim", seed=seed, out=folder, progress=False, options=DURABLE).verdict
+        return run(w, "queuefka", "sim", seed=seed, out=folder, progress=False, options=DURABLE).check
 
 
 def lost_acknowledged(v) -> bool:
-    return v.verdict == "invalid" and v.lost > 0 and "acknowledged message" in v.reason
+    return v.verdict == "invalid" and v.counts.lost > 0 and "acknowledged message" in v.reason
 
 
 def test_a_drawn_crash_time_catches_an_ack_before_durable_that_the_fixed_time_missed(tmp_path):
     w = load_workload("ack-before-durable-crash")
     assert w.faults[0].at_to is not None
     before = verdict(fixed(w), 1, tmp_path, MUTANT)
-    assert before.verdict == "valid" and before.lost == 0, before.line()
+    assert before.verdict == "valid" and before.counts.lost == 0, before.line()
     after = verdict(w, 1, tmp_path, MUTANT)
     assert lost_acknowledged(after), after.line()
     assert "lost" in after.reason and "queuefka with fsync=always" in after.reason
     real = verdict(w, 1, tmp_path)
-    assert real.verdict == "valid" and real.lost == 0, real.line()
+    assert real.verdict == "valid" and real.counts.lost == 0, real.line()
 
 
 @pytest.mark.slow

@@ -25,7 +25,7 @@ from lab.experiments.planting import plant
 from lab.history.phases import fault_events
 from lab.history.record import read_samples
 from lab.experiments.runner import run
-from lab.judge.verdict import ALLOWED, INVALID, VALID
+from lab.judge.findings import Verdict
 from lab.workloads.spec import parse_workload
 from models.config import SimConfig
 from models.latency import LatencyModel
@@ -132,9 +132,9 @@ def test_a_single_server_loses_everything_it_held_and_serves_again_after_the_res
     before = puts[puts.t_start_ns + puts.latency_ns < start.t_ns]
     got = samples[(samples.op == "get") & (samples.outcome == "ok")]
     # every put acknowledged before the loss is gone (fsynced: syncJournal=always), every later one delivered
-    assert v.lost == len(before) > 100 and not set(before.msg_id) & set(got.msg_id)
+    assert v.counts.lost == len(before) > 100 and not set(before.msg_id) & set(got.msg_id)
     assert set(got.msg_id) == set(puts.msg_id) - set(before.msg_id) and len(got) > 50
-    assert v.judgement.verdict == ALLOWED and "destroyed disk" in v.judgement.reason, v.line()
+    assert v.judgement.verdict == Verdict.ALLOWED and "destroyed disk" in v.judgement.reason, v.line()
 
 
 # ----------------------------------------------------------------------------- Primer's replication factor
@@ -160,8 +160,8 @@ def primers(monkeypatch):
 def test_primer_with_files_and_two_copies_loses_nothing_when_one_disk_is_destroyed(tmp_path, primers, seed):
     result = run(_workload(), "primer", "sim", seed=seed, out=tmp_path / "r", progress=False,
                  options={"persistence": "aof"})
-    v = result.verdict
-    assert v.lost == 0 and v.unexpected == 0 and v.judgement.verdict in (VALID, ALLOWED), v.line()
+    v = result.check
+    assert v.counts.lost == 0 and v.counts.unexpected == 0 and v.judgement.verdict in (Verdict.VALID, Verdict.ALLOWED), v.line()
     [start, _] = fault_events(read_samples(result.run_dir))
     [lost_disk] = start.nodes
     holders = primers[-1].holders("q0")
@@ -175,20 +175,20 @@ def test_a_put_acknowledged_one_copy_short_loses_messages_to_the_same_disk_loss(
     with plant("primer-one-copy-short"):
         result = run(_workload(), "primer", "sim", seed=seed, out=tmp_path / "r", progress=False,
                      options={"persistence": "aof"})
-    v = result.verdict
+    v = result.check
     [start, _] = fault_events(read_samples(result.run_dir))
     [lost_disk] = start.nodes
-    assert v.lost > 50, v.line()
+    assert v.counts.lost > 50, v.line()
     # the verdict holds it to W=2: one lost disk cannot explain a loss (INVALID since the
     # per-message verdict; a verdict that excused any loss under the kind said ALLOWED)
-    assert v.judgement.verdict == INVALID and "no fault explains" in v.judgement.reason, v.line()
+    assert v.judgement.verdict == Verdict.INVALID and "no fault explains" in v.judgement.reason, v.line()
     # each lost message had one holder, the node whose disk was destroyed
     holders = primers[-1].holders("q0")
     samples = read_samples(result.run_dir).to_pandas()
     delivered = set(samples[(samples.op == "get") & (samples.outcome == "ok")].msg_id)
     acked = set(samples[(samples.op == "put") & (samples.outcome == "ok")].msg_id)
     lost = acked - delivered
-    assert len(lost) == v.lost and {holders[m] for m in lost} == {(lost_disk,)}
+    assert len(lost) == v.counts.lost and {holders[m] for m in lost} == {(lost_disk,)}
 
 
 # ----------------------------------------------------------------------------- the live world
@@ -247,7 +247,7 @@ def test_a_live_primer_cluster_with_files_and_two_copies_loses_nothing_when_one_
     workload = _workload(rate=150, duration=3.0, consumer_delay=2.0,
                          faults=[{"fault": "disk-loss", "at": 1.0, "duration": 0.5, "target": "n2"}])
     result = run(workload, "primer", "live", out=tmp_path / "r", progress=False, options={"persistence": "aof"})
-    v = result.verdict
+    v = result.check
     kinds = [(e.event, e.kind, e.nodes) for e in fault_events(read_samples(result.run_dir))]
     assert kinds == [("start", "disk-loss", ("n2",)), ("heal", "disk-loss", ("n2",))]
-    assert v.ok > 100 and v.lost == 0 and v.judgement.verdict in (VALID, ALLOWED), v.line()
+    assert v.counts.ok > 100 and v.counts.lost == 0 and v.judgement.verdict in (Verdict.VALID, Verdict.ALLOWED), v.line()

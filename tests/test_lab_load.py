@@ -11,7 +11,7 @@ import pytest
 from lab.cli import main
 from lab.experiments.load import run_load, split_users
 from lab.history.record import read_samples
-from lab.judge.verdict import ALLOWED, VALID
+from lab.judge.findings import Verdict
 from lab.workloads.errors import WorkloadError
 
 
@@ -21,8 +21,8 @@ def _quiet(*_: object) -> None:
 
 def test_a_short_load_on_kestrel_is_a_run_folder_with_locusts_csvs_and_ns_samples(tmp_path):
     result = run_load("kestrel", users=4, spawn_rate=50, duration=2, out=tmp_path / "run", echo=_quiet)
-    assert result.verdict.judgement.verdict == VALID, result.verdict.judgement.reason
-    assert result.verdict.enqueued > 500 and result.verdict.lost == 0
+    assert result.check.judgement.verdict == Verdict.VALID, result.check.judgement.reason
+    assert result.check.counts.enqueued > 500 and result.check.counts.lost == 0
     folder = result.run_dir
     for name in ("samples.parquet", "manifest.json", "locust/locust_stats.csv", "locust/locust_stats_history.csv",
                  "locust/locust_failures.csv"):
@@ -31,7 +31,7 @@ def test_a_short_load_on_kestrel_is_a_run_folder_with_locusts_csvs_and_ns_sample
     puts = samples.filter(pc.equal(samples["op"], "put"))
     latencies = puts["latency_ns"].to_pylist()
     assert min(latencies) > 0 and any(v % 1_000_000 for v in latencies)  # not whole milliseconds
-    assert set(samples["client"].to_pylist()) >= {"drain"} or result.verdict.dequeued == result.verdict.enqueued
+    assert set(samples["client"].to_pylist()) >= {"drain"} or result.check.counts.dequeued == result.check.counts.enqueued
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["backend"] == "kestrel" and manifest["world"] == "live"
     assert manifest["workload"]["producers"] == 2 and manifest["workload"]["consumers"] == 2
@@ -42,13 +42,13 @@ def test_kestrel_with_sync_journal_always_loses_nothing_under_a_pause_and_a_kill
               {"fault": "crash", "at": 2.0, "duration": 0.5, "target": "servers"}]
     result = run_load("kestrel", users=4, spawn_rate=50, duration=4, faults=faults, out=tmp_path / "run",
                       options={"syncJournal": "always"}, echo=_quiet)
-    v = result.verdict
-    assert v.lost == 0 and v.unexpected == 0 and v.judgement.verdict == VALID, v.judgement.reason
+    v = result.check
+    assert v.counts.lost == 0 and v.counts.unexpected == 0 and v.judgement.verdict == Verdict.VALID, v.judgement.reason
     samples = read_samples(result.run_dir)
     fault_rows = samples.filter(pc.equal(samples["op"], "fault"))["error"].to_pylist()
     assert any(r.startswith("start faults[0] pause") for r in fault_rows)
     assert any(r.startswith("start faults[1] crash") for r in fault_rows)
-    assert "crash" in result.verdict.facts.faults and "pause" in result.verdict.facts.faults
+    assert "crash" in result.check.facts.faults and "pause" in result.check.facts.faults
     not_ok = samples.filter(pc.and_(pc.equal(samples["op"], "put"), pc.equal(samples["phase"], "fault")))
     assert not_ok.num_rows > 0  # the faults hit the load
 
@@ -58,8 +58,8 @@ def test_released_messages_come_back_once_and_the_run_stays_valid(tmp_path, back
     """A release hands the message back: its redelivery is no duplicate, and Kestrel's FIFO
     holds for every message that was not released (lab.judge.checker)."""
     result = run_load(backend, users=4, spawn_rate=50, duration=2, release_p=0.3, out=tmp_path / "run", echo=_quiet)
-    v = result.verdict
-    assert v.judgement.verdict == VALID and v.duplicated == 0 and v.lost == 0, v.judgement.reason
+    v = result.check
+    assert v.judgement.verdict == Verdict.VALID and v.counts.duplicated == 0 and v.counts.lost == 0, v.judgement.reason
     samples = read_samples(result.run_dir)
     assert samples.filter(pc.equal(samples["op"], "release")).num_rows > 20
 
@@ -71,8 +71,8 @@ def test_kestrel_monitor_consumers_with_releases_lose_nothing_under_a_kill(tmp_p
     faults = [{"fault": "crash", "at": 1.5, "duration": 0.5, "target": "servers"}]
     result = run_load("kestrel", users=4, spawn_rate=50, duration=4, batch=4, release_p=0.2, faults=faults,
                       options={"syncJournal": "always", "maxOpenTransactions": 4}, out=tmp_path / "run", echo=_quiet)
-    v = result.verdict
-    assert v.lost == 0 and v.unexpected == 0 and v.judgement.verdict in (VALID, ALLOWED), v.judgement.reason
+    v = result.check
+    assert v.counts.lost == 0 and v.counts.unexpected == 0 and v.judgement.verdict in (Verdict.VALID, Verdict.ALLOWED), v.judgement.reason
     samples = read_samples(result.run_dir)
     locust = samples.filter(pc.equal(samples["node"], "locust"))
     ok = pc.equal(locust["outcome"], "ok")
@@ -85,7 +85,7 @@ def test_kestrel_monitor_consumers_with_releases_lose_nothing_under_a_kill(tmp_p
 
 def test_two_locust_processes_write_their_own_samples(tmp_path):
     result = run_load("kestrel", users=4, spawn_rate=50, duration=2, processes=2, out=tmp_path / "run", echo=_quiet)
-    assert result.verdict.judgement.verdict == VALID, result.verdict.judgement.reason
+    assert result.check.judgement.verdict == Verdict.VALID, result.check.judgement.reason
     pids = {p.name.split("-")[1] for p in (result.run_dir / "locust").glob("samples-*.parquet")}
     assert len(pids) == 2  # each worker process wrote its own files
 
@@ -124,8 +124,8 @@ def test_bad_load_arguments_are_one_line_errors(capsys, tmp_path, argv, words):
                                           ("primer", "auto")])
 def test_a_short_load_on_each_http_design_is_valid_and_recorded_in_nanoseconds(tmp_path, backend, ack):
     result = run_load(backend, users=4, spawn_rate=50, duration=2, ack=ack, out=tmp_path / "run", echo=_quiet)
-    v = result.verdict
-    assert v.judgement.verdict == VALID and v.lost == 0 and v.enqueued > 100, v.judgement.reason
+    v = result.check
+    assert v.judgement.verdict == Verdict.VALID and v.counts.lost == 0 and v.counts.enqueued > 100, v.judgement.reason
     samples = read_samples(result.run_dir)
     locust_rows = samples.filter(pc.equal(samples["node"], "locust"))
     ops = set(locust_rows["op"].to_pylist())

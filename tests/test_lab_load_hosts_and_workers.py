@@ -18,7 +18,7 @@ from lab.cli import main
 from lab.worlds.live.processes import ServerProcess
 from lab.experiments.load import run_load
 from lab.history.record import read_samples
-from lab.judge.verdict import VALID
+from lab.judge.findings import Verdict
 
 
 def _free_port() -> int:
@@ -52,7 +52,7 @@ def test_a_master_and_two_workers_make_one_checked_run(tmp_path):
             process.kill()
     assert "waiting for 2 worker(s)" in out and "--master-host 127.0.0.2" in out and "VALID" in out
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert manifest["verdict"]["verdict"] == VALID
+    assert manifest["verdict"]["verdict"] == Verdict.VALID
     samples = read_samples(run_dir)
     locust = samples.filter(pc.equal(samples["node"], "locust"))
     senders = {name.split("-")[1] for name in (p.name for p in (run_dir / "locust").glob("samples-*.parquet"))}
@@ -77,9 +77,9 @@ def test_host_loads_a_server_lab_load_did_not_start_in_queues_of_its_own(kestrel
     client.set("q0", b"left by somebody else", noreply=False)  # not this run's: its queues are named after the run
     result = run_load("kestrel", users=4, spawn_rate=50, duration=2, hosts=[address], out=tmp_path / "run",
                       echo=lambda *_: None)
-    v = result.verdict
-    assert v.judgement.verdict == VALID and v.lost == 0 and v.unexpected == 0, v.judgement.reason
-    assert v.enqueued > 200
+    v = result.check
+    assert v.judgement.verdict == Verdict.VALID and v.counts.lost == 0 and v.counts.unexpected == 0, v.judgement.reason
+    assert v.counts.enqueued > 200
     samples = read_samples(result.run_dir)
     queues = set(samples.filter(pc.equal(samples["op"], "put"))["queue"].to_pylist())
     assert len(queues) == 1 and queues.pop().endswith("-q0")

@@ -117,7 +117,7 @@ def test_a_400_ms_sigstop_of_kestrel_completes_nothing_on_it_and_loses_nothing(t
                         "warmup": 0.2, "ack": "reliable", "seed": 5,
                         "faults": [{"fault": "pause", "at": 0.7, "duration": 0.4, "target": "servers"}]})
     result = run(w, "kestrel", "live", out=tmp_path / "r", progress=False)
-    assert result.verdict.verdict == "valid", result.verdict.line()
+    assert result.verdict == "valid", result.check.line()
     samples = read_samples(result.run_dir)
     [start, heal] = fault_events(samples)
     assert 395 <= (heal.t_ns - start.t_ns) / 1e6 < 500  # the nemesis's sleep may overshoot on a busy loop
@@ -138,7 +138,7 @@ def test_kill_9_cycles_of_kestrel_lose_nothing_with_sync_journal_always(tmp_path
     w = parse_workload({"name": "kill9", "producers": 2, "consumers": 1, "rate": 400, "duration": 4.8,
                         "warmup": 0.1, "ack": "reliable", "seed": 6, "faults": CYCLES})
     result = run(w, "kestrel", "live", out=tmp_path / "r", progress=False, options={"syncJournal": sync})
-    verdict = result.verdict
+    verdict = result.check
     # every fault started and the drain emptied the queue; a restart that a busy machine made
     # outlast the load is said (nothing after the last crash checked), and is not the design's doing
     assert [w for w in result.warnings if " restarted at " not in w] == []
@@ -146,9 +146,9 @@ def test_kill_9_cycles_of_kestrel_lose_nothing_with_sync_journal_always(tmp_path
     assert kinds == [("start", "crash"), ("heal", "crash")] * 5
     # the load got through between the crashes: a restart is a Python server's start, seconds
     # on a busy machine (tests run in parallel), so few get through then, but each is at risk
-    assert verdict.ok > 20
+    assert verdict.counts.ok > 20
     if sync == "always":
-        assert verdict.verdict == "valid" and verdict.lost == 0, verdict.line()
+        assert verdict.verdict == "valid" and verdict.counts.lost == 0, verdict.line()
     else:
         assert verdict.verdict in ("valid", "allowed"), verdict.line()  # a loss is allowed, never invalid
 
@@ -198,8 +198,8 @@ def test_a_crash_gives_the_same_verdict_class_in_both_worlds(tmp_path: Path, bac
         for world in ("sim", "live"):
             result = run(workload, backend, world, out=tmp_path / f"{policy}-{world}", progress=False,
                          options={option: policy})
-            classes[policy, world] = result.verdict.verdict
-            lines.append(f"{policy} {world}: {result.verdict.line()} {result.warnings}")
+            classes[policy, world] = result.verdict
+            lines.append(f"{policy} {world}: {result.check.line()} {result.warnings}")
     assert classes["always", "sim"] == classes["always", "live"] == "valid", lines
     # never: a crash loses the unsynced tail of the backlog in both worlds (the live world cuts
     # the files back to what was fsynced after the kill -9): a loss the design allows
@@ -225,8 +225,8 @@ def test_a_proxy_partition_of_clients_from_a_queuefka_server_turns_operations_in
     assert ended_during and all(outcome == "info" for outcome in ended_during)
     after = [outcome for t, _, outcome, op in rows if op == "put" and t >= heal + 500_000_000]
     assert after and all(outcome == "ok" for outcome in after)  # and everything does after the heal
-    assert result.verdict.verdict in ("valid", "allowed"), result.verdict.line()
-    assert result.verdict.lost == 0
+    assert result.verdict in ("valid", "allowed"), result.check.line()
+    assert result.check.counts.lost == 0
 
 
 def test_link_delay_applies_live(tmp_path: Path):
@@ -240,7 +240,7 @@ def test_link_delay_applies_live(tmp_path: Path):
     slow = [lat for t, lat in zip(puts.column("t_start_ns").to_pylist(), puts.column("latency_ns").to_pylist())
             if start + 10_000_000 <= t < heal - 150_000_000]
     assert slow and min(slow) >= 60_000_000  # every round trip crosses the delayed link
-    assert result.verdict.valid
+    assert result.check.valid
 
 
 def test_a_disk_delay_slows_every_fsync_of_a_live_server(tmp_path: Path):
@@ -257,7 +257,7 @@ def test_a_disk_delay_slows_every_fsync_of_a_live_server(tmp_path: Path):
     after = sorted(lat for t, lat in rows if t >= heal + 100_000_000)
     assert during and min(during) >= 40_000_000
     assert after and after[len(after) // 2] < 40_000_000  # healed: the median put is fast again
-    assert result.verdict.valid
+    assert result.check.valid
     on_clients = parse_workload({"name": "d", "duration": 0.5, "faults": [
         {"fault": "disk-delay", "at": 0.1, "duration": 0.1, "ms": 5, "target": "clients"}]})
     assert "clients run in the runner's own process" in fault_refusal(on_clients, "live", "kestrel")
@@ -282,7 +282,7 @@ def test_a_restart_slower_than_the_rest_of_the_load_is_named_in_the_warnings(tmp
     late = [x for x in result.warnings if x.startswith("kestrel restarted at ")]
     assert len(late) == 1 and "after the load ended" in late[0], result.warnings
     # what was put before the crash was synced and is delivered after the slow restart
-    assert result.verdict.verdict == "valid", result.verdict.line()
+    assert result.verdict == "valid", result.check.line()
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -295,5 +295,5 @@ def test_a_crash_of_queuefka_with_fsync_always_undoes_no_acknowledged_commit(tmp
                                "ack": "reliable", "seed": seed,
                                "faults": [{"fault": "crash", "at": 2.5, "duration": 0.3, "target": "servers"}]})
     result = run(workload, "queuefka", "live", out=tmp_path / "r", progress=False, options={"fsync": "always"})
-    assert result.verdict.verdict == "valid", result.verdict.line()
-    assert result.verdict.lost == 0
+    assert result.verdict == "valid", result.check.line()
+    assert result.check.counts.lost == 0

@@ -11,7 +11,7 @@ import pytest
 from lab.experiments.planting import catalogue, plant
 from lab.experiments.runner import run
 from lab.experiments.runner_manifest import RunResult
-from lab.judge.verdict import INVALID
+from lab.judge.findings import Verdict
 from lab.workloads.spec import load_workload
 
 #: mutant -> what its catching run's reason must say: the broken promise, in the verdict's words
@@ -48,8 +48,8 @@ def test_a_cassieq_mutant_is_caught_by_its_first_scenario_at_seed_1_and_the_desi
     with plant(name):
         caught = run(load_workload(mutant.scenarios[0]), "cassieq", "sim", seed=1, out=tmp_path, progress=False,
                      options=dict(mutant.options))
-    assert caught.verdict.verdict == INVALID, caught.verdict.line()
+    assert caught.verdict == Verdict.INVALID, caught.check.line()
     for words in BROKEN[name]:
-        assert words in caught.verdict.reason, (words, caught.verdict.line())
+        assert words in caught.check.reason, (words, caught.check.line())
     control = controls[(mutant.scenarios[0], tuple(sorted(mutant.options.items())))]
-    assert control.verdict.verdict != INVALID, control.verdict.line()
+    assert control.verdict != Verdict.INVALID, control.check.line()

@@ -8,7 +8,7 @@ import pytest
 
 from lab.experiments.planting import catalogue, plant
 from lab.experiments.runner import run
-from lab.judge.verdict import INVALID
+from lab.judge.findings import Verdict
 from lab.workloads.spec import load_workload
 
 #: mutant -> what its catching run's reason must say: the broken promise, in the verdict's words
@@ -35,9 +35,9 @@ def test_a_kestrel_mutant_is_caught_by_its_first_scenario_at_seed_1_and_the_desi
     with plant(name):
         caught = run(workload, "kestrel", "sim", seed=1, out=tmp_path / "mutant", progress=False,
                      options=dict(mutant.options))
-    assert caught.verdict.verdict == INVALID, caught.verdict.line()
+    assert caught.verdict == Verdict.INVALID, caught.check.line()
     for words in BROKEN[name]:
-        assert words in caught.verdict.reason, (words, caught.verdict.line())
+        assert words in caught.check.reason, (words, caught.check.line())
     control = run(workload, "kestrel", "sim", seed=1, out=tmp_path / "control", progress=False,
                   options=dict(mutant.options))
-    assert control.verdict.verdict != INVALID, control.verdict.line()
+    assert control.verdict != Verdict.INVALID, control.check.line()

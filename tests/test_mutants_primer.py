@@ -17,7 +17,7 @@ from lab.backends.primer.core.replica import Replica
 from lab.experiments.planting import catalogue, plant
 from lab.backends.primer import mutants as primer_mutants
 from lab.experiments.runner import run
-from lab.judge.verdict import INVALID
+from lab.judge.findings import Verdict
 from lab.workloads.spec import load_workload
 
 LOST = ("acknowledged messages that no fault explains",
@@ -48,12 +48,12 @@ def test_the_first_scenario_at_seed_1_catches_the_mutant_and_not_the_design(tmp_
     with plant(name) as m:
         workload, options = load_workload(m.scenarios[0]), dict(m.options)
         broken = run(workload, "primer", "sim", seed=1, out=tmp_path / "mutant", progress=False, options=options)
-    v = broken.verdict
+    v = broken.check
     anomaly, promise = CAUGHT[name]
-    assert v.verdict == INVALID and anomaly in v.reason and promise in v.reason, v.line()
+    assert v.verdict == Verdict.INVALID and anomaly in v.reason and promise in v.reason, v.line()
     control = run(workload, "primer", "sim", seed=1, out=tmp_path / "control", progress=False, options=options)
-    c = control.verdict
-    assert c.verdict != INVALID and c.lost == 0 and anomaly not in c.reason, c.line()
+    c = control.check
+    assert c.verdict != Verdict.INVALID and c.counts.lost == 0 and anomaly not in c.reason, c.line()
 
 
 def _statements(function) -> list[str]:

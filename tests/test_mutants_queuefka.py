@@ -9,7 +9,7 @@ import pytest
 
 from lab.experiments.planting import catalogue, plant
 from lab.experiments.runner import run
-from lab.judge.verdict import INVALID
+from lab.judge.findings import Verdict
 from lab.workloads.spec import load_workload
 
 MUTANTS = catalogue(["queuefka"])
@@ -29,18 +29,18 @@ def test_the_first_scenario_at_seed_1_catches_the_mutant_and_not_the_design(name
     workload = load_workload(mutant.scenarios[0])
     with plant(name):
         caught = run(workload, "queuefka", "sim", seed=1, out=tmp_path / "mutant", progress=False,
-                     options=dict(mutant.options)).verdict
-    assert caught.verdict == INVALID, caught.line()
+                     options=dict(mutant.options)).check
+    assert caught.verdict == Verdict.INVALID, caught.line()
     if name == REORDERS:  # a backlog with no fault: no allowance excuses a single inversion
-        assert caught.lost == 0 and caught.reordering.inversions > 0, caught.line()
+        assert caught.counts.lost == 0 and caught.reordering.inversions > 0, caught.line()
         assert "inversions of the real-time order that no fault explains (the run had no fault)" in caught.reason
         assert "queuefka with fsync=always, reliable acks promises FIFO per consumer" in caught.reason, caught.line()
     else:  # the others lose acknowledged puts that no fault explains, under fsync=always
-        assert caught.lost > 0 and "lost" in caught.reason and "acknowledged message" in caught.reason, caught.line()
+        assert caught.counts.lost > 0 and "lost" in caught.reason and "acknowledged message" in caught.reason, caught.line()
         assert "queuefka with fsync=always, reliable acks promises no loss" in caught.reason, caught.line()
     control = run(workload, "queuefka", "sim", seed=1, out=tmp_path / "control", progress=False,
-                  options=dict(mutant.options)).verdict
-    assert control.verdict != INVALID and control.lost == 0, control.line()
+                  options=dict(mutant.options)).check
+    assert control.verdict != Verdict.INVALID and control.counts.lost == 0, control.line()
     if name == REORDERS:
         assert control.valid and control.reordering.inversions == 0, control.line()
 
@@ -53,14 +53,14 @@ def test_a_fault_excuses_the_reordering_only_of_records_a_broken_connection_hand
     workload = load_workload("ack-before-durable-crash")
     with plant(REORDERS):
         caught = run(workload, "queuefka", "sim", seed=1, out=tmp_path / "mutant", progress=False,
-                     options=dict(DURABLE)).verdict
-    assert caught.verdict == INVALID and caught.reordering.inversions > 0, caught.line()
+                     options=dict(DURABLE)).check
+    assert caught.verdict == Verdict.INVALID and caught.reordering.inversions > 0, caught.line()
     assert "inversions of the real-time order that no fault explains (the run's faults: crash)" in caught.reason
     control = run(workload, "queuefka", "sim", seed=1, out=tmp_path / "control", progress=False,
-                  options=dict(DURABLE)).verdict
+                  options=dict(DURABLE)).check
     assert control.valid and control.reordering.inversions == 0, control.line()
     split = run(load_workload("split-majority"), "queuefka", "sim", seed=2, out=tmp_path / "split", progress=False,
-                options=dict(DURABLE)).verdict
+                options=dict(DURABLE)).check
     assert split.verdict == "allowed" and split.reordering.inversions > 0, split.line()
     assert "inversions of the real-time order after a consumer's connection broke: allowed" in split.reason
     assert "no fault explains" not in split.reason, split.line()

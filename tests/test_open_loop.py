@@ -43,7 +43,7 @@ def test_poisson_puts_start_on_schedule_and_overlap(tmp_path):
     assert np.mean(gaps) == pytest.approx(1 / 20_000, rel=0.05)
     assert np.std(gaps) / np.mean(gaps) == pytest.approx(1.0, abs=0.1)  # exponential gaps
     v = result.verdict  # puts in flight together promise no order between them
-    assert v.valid and v.attempts == v.ok == puts.num_rows and v.lost == 0 and v.reordering.inversions == 0, v.line()
+    assert v.valid and v.counts.attempts == v.counts.ok == puts.num_rows and v.counts.lost == 0 and v.reordering.inversions == 0, v.line()
 
 
 def test_a_closed_loop_producer_has_one_put_in_flight(tmp_path):
@@ -51,7 +51,7 @@ def test_a_closed_loop_producer_has_one_put_in_flight(tmp_path):
     result = run(w, "ideal", "sim", out=tmp_path, progress=False)
     puts = puts_of(read_samples(result.run_dir))
     assert most_in_flight(puts) == 1
-    assert result.verdict.verdict == "valid" and result.verdict.reordering.inversions == 0, result.verdict.line()
+    assert result.verdict == "valid" and result.check.reordering.inversions == 0, result.check.line()
     assert pc.max(puts.column("delay_ns")).as_py() > 0  # it falls behind its schedule instead
 
 
@@ -62,7 +62,7 @@ def test_open_loop_runs_are_identical_row_for_row_for_one_seed(tmp_path):
             run(w, "ideal", "sim", out=tmp_path / "b", progress=False),
             run(w, "ideal", "sim", seed=8, out=tmp_path / "c", progress=False)]
     for r in runs:
-        assert r.verdict.verdict == "valid" and r.verdict.reordering.inversions == 0, r.verdict.line()
+        assert r.verdict == "valid" and r.check.reordering.inversions == 0, r.check.line()
     a, b, c = (read_samples(r.run_dir) for r in runs)
     assert a.num_rows > 10_000
     assert a.drop_columns(["run_id"]).equals(b.drop_columns(["run_id"]))
@@ -73,7 +73,7 @@ def test_poisson_with_a_message_count_sends_exactly_that_many(tmp_path):
     w = parse_workload({"name": "count", "producers": 3, "consumers": 1, "rate": 5000, "arrivals": "poisson",
                         "messages": 301, "seed": 2})
     result = run(w, "ideal", "sim", out=tmp_path, progress=False)
-    assert result.verdict.attempts == 301 and result.verdict.valid and result.verdict.reordering.inversions == 0
+    assert result.check.counts.attempts == 301 and result.check.valid and result.check.reordering.inversions == 0
 
 
 @pytest.mark.parametrize("backend, ack", [("ideal", "auto"), ("ideal", "reliable"), ("kestrel", "reliable")])
@@ -88,10 +88,10 @@ def test_no_consumers_puts_alone_then_one_drain_consumer_checks_every_put(tmp_pa
     assert set(gets.column("phase").to_pylist()) == {"drain"}  # no get while the load ran
     puts = puts_of(table)
     assert set(puts.column("phase").to_pylist()) == {"warmup", "steady"}
-    v = result.verdict
+    v = result.check
     assert v.verdict == "valid", v.line()
-    assert v.attempts == v.enqueued == v.ok == puts.num_rows > 1500
-    assert (v.lost, v.duplicated, v.unexpected, v.reordering.inversions) == (0, 0, 0, 0)
+    assert v.counts.attempts == v.counts.enqueued == v.counts.ok == puts.num_rows > 1500
+    assert (v.counts.lost, v.counts.duplicated, v.counts.unexpected, v.reordering.inversions) == (0, 0, 0, 0)
     assert result.summary["put"]["ops_per_s"] == pytest.approx(4000, rel=0.1)
     assert "get" not in result.summary["measured"]  # the drain is not measured
 

@@ -31,11 +31,12 @@ def table(rows: list[tuple]) -> pa.Table:
     return rec.table()
 
 
-def before(end: int, began: int, other: int) -> bool:
+def before(end: int, began: int, other: int, mine: tuple = (None, 0), theirs: tuple = (None, 1)) -> bool:
     """A call [began, end] (ns) came before a call invoked at ``other``: it ended earlier, or
     in that very nanosecond having taken time (``lab.judge.order``: a client's next call begins in
-    the nanosecond its last one returned)."""
-    return end < other or (end == other and end > began)
+    the nanosecond its last one returned), or having taken none when both are calls of one
+    client, in its order: ``mine`` and ``theirs`` are each call's (client, row)."""
+    return end < other or (end == other and (end > began or (mine[0] == theirs[0] and mine[1] < theirs[1])))
 
 
 def brute_force(rows: list[tuple], per_consumer: bool) -> dict[str, int]:
@@ -43,27 +44,28 @@ def brute_force(rows: list[tuple], per_consumer: bool) -> dict[str, int]:
     puts: dict[str, list[tuple]] = {}
     gets: dict[str, list[tuple]] = {}
     released = set()
-    for op, client, queue, msg, start, latency, outcome in rows:
+    for row, (op, client, queue, msg, start, latency, outcome) in enumerate(rows):
         if msg is None:
             continue
         if op == "put":
-            puts.setdefault(msg, []).append((queue, start, start + latency, outcome))
+            puts.setdefault(msg, []).append((queue, start, start + latency, outcome, (client, row)))
         elif op == "get" and outcome == "ok":
-            gets.setdefault(msg, []).append((client, start, start + latency))
-        elif op == "release":
+            gets.setdefault(msg, []).append((client, start, start + latency, (client, row)))
+        elif op == "release" and outcome != "fail":  # a failed release did not happen
             released.add(msg)
     checked = {}
     for msg, ps in puts.items():
         if len(gets.get(msg, ())) != 1 or msg in released:
             continue
-        acks = [(start, done) for _, start, done, outcome in ps if outcome == "ok"]
-        checked[msg] = (ps[0][0], min(s for _, s, _, _ in ps), acks, *gets[msg][0])
+        acks = [(start, done, who) for _, start, done, outcome, who in ps if outcome == "ok"]
+        first = min(ps, key=lambda p: (p[1], p[4][1]))  # the first invocation (in its client's order at a tie)
+        checked[msg] = (ps[0][0], first[1], first[4], acks, *gets[msg][0])
     counts = {}
-    for a, (qa, _, acks, ca, get_start, _) in checked.items():
-        counts[a] = sum(1 for b, (qb, put_start, _, cb, b_get_start, get_done) in checked.items()
+    for a, (qa, _, _, acks, ca, get_start, _, a_get) in checked.items():
+        counts[a] = sum(1 for b, (qb, put_start, b_put, _, cb, b_get_start, get_done, b_get) in checked.items()
                         if qb == qa and (cb == ca or not per_consumer)
-                        and any(before(done, began, put_start) for began, done in acks)
-                        and before(get_done, b_get_start, get_start))
+                        and any(before(done, began, put_start, who, b_put) for began, done, who in acks)
+                        and before(get_done, b_get_start, get_start, b_get, a_get))
     return counts
 
 
@@ -84,7 +86,7 @@ def histories(draw) -> list[tuple]:
             rows.append(("get", client, queue, msg, draw(later), draw(st.integers(0, 8)),
                          draw(st.sampled_from(["ok", "ok", "ok", "ok", "ok", "info"]))))
             if draw(st.integers(0, 9)) == 0:
-                rows.append(("release", client, queue, msg, draw(later), 1, "ok"))
+                rows.append(("release", client, queue, msg, draw(later), 1, draw(st.sampled_from(["ok", "info", "fail"]))))
     rows += [("get", "c0", "q0", None, draw(later), 3, "fail")] * draw(st.integers(0, 2))
     return draw(st.permutations(rows))
 
@@ -177,6 +179,45 @@ def test_released_redelivered_undelivered_and_unexpected_messages_stay_out():
     assert (result.summary.checked, result.summary.inversions) == (2, 1)
 
 
+def test_records_one_consumer_got_in_the_same_instant_in_the_wrong_order_count_as_an_inversion():
+    # a prefetching consumer hands out the records of one fetch from its buffer: no time passes
+    # in the sim, and yet its second get came after its first
+    rows = [op("put", "p0", "a", 0), op("put", "p0", "b", 10),
+            op("get", "c0", "b", 100, latency=0), op("get", "c0", "a", 100, latency=0)]
+    ids, codes = message_codes(table(rows))
+    counts = dict(zip(ids.to_pylist(), check_order(table(rows), codes, len(ids)).counts.tolist()))
+    assert counts == {"a": 1, "b": 0}
+    # the same instants on two consumers: calls of different clients at one instant are not ordered
+    apart = rows[:3] + [op("get", "c1", "a", 100, latency=0)]
+    ids, codes = message_codes(table(apart))
+    assert check_order(table(apart), codes, len(ids)).summary.inversions == 0
+    # and in the right order, nothing
+    right = rows[:2] + [op("get", "c0", "a", 100, latency=0), op("get", "c0", "b", 100, latency=0)]
+    ids, codes = message_codes(table(right))
+    assert check_order(table(right), codes, len(ids)).summary.inversions == 0
+
+
+def test_puts_one_producer_made_in_the_same_instant_are_ordered_by_its_sequence():
+    # a producer whose client acknowledges at once (a buffered send): a's put came first
+    rows = [op("put", "p0", "a", 0, latency=0), op("put", "p0", "b", 0, latency=0),
+            op("get", "c0", "b", 100), op("get", "c0", "a", 110)]
+    ids, codes = message_codes(table(rows))
+    assert dict(zip(ids.to_pylist(), check_order(table(rows), codes, len(ids)).counts.tolist())) == {"a": 1, "b": 0}
+    both = rows[:2] + [op("get", "c0", "b", 100, latency=0), op("get", "c0", "a", 100, latency=0)]
+    ids, codes = message_codes(table(both))
+    assert check_order(table(both), codes, len(ids)).summary.inversions == 1  # both sides in one tick
+
+
+def test_a_message_whose_release_failed_stays_in_the_order_check():
+    rows = [op("put", "p0", "a", 0), op("put", "p0", "b", 10), op("get", "c0", "b", 100),
+            op("get", "c0", "a", 110), op("release", "c0", "a", 115, outcome="fail")]
+    ids, codes = message_codes(table(rows))
+    assert check_order(table(rows), codes, len(ids)).summary.inversions == 1
+    rows[-1] = op("release", "c0", "a", 115, outcome="info")  # may have happened: the message may come back
+    ids, codes = message_codes(table(rows))
+    assert check_order(table(rows), codes, len(ids)).summary.checked == 1
+
+
 def test_a_put_never_acknowledged_owes_no_place_but_may_overtake():
     rows = [op("put", "p0", "a", 0, outcome="info"), op("put", "p0", "b", 10), op("put", "p0", "c", 20),
             op("get", "c0", "c", 30), op("get", "c0", "b", 40), op("get", "c0", "a", 50)]
@@ -205,9 +246,9 @@ OPEN_LOOP = {"name": "mm2", "producers": 8, "consumers": 0, "rate": 8000, "arriv
 def test_open_loop_producers_on_the_ideal_queue_keep_real_time_order(tmp_path):
     result = run(parse_workload(OPEN_LOOP), "ideal", "sim", out=tmp_path / "r", progress=False,
                  options={"service": "exp:200us"})
-    v = result.verdict
+    v = result.check
     assert v.verdict == "valid" and v.reordering.inversions == 0, v.line()
-    assert v.reordering.checked == v.attempts > 5000
+    assert v.reordering.checked == v.counts.attempts > 5000
     samples = read_samples(result.run_dir, CHECKED_COLUMNS, lean=True)
     ids, codes = message_codes(samples)
     assert peer_stream_reordering(samples, codes, ids).inversions > 0  # what the old check counted
@@ -217,7 +258,7 @@ def test_an_open_loop_mm1_queue_keeps_real_time_order(tmp_path):
     w = parse_workload({"name": "mm1", "producers": 1, "consumers": 0, "rate": 16_000, "arrivals": "poisson",
                         "messages": 20_000, "warmup": 0, "seed": 1,
                         "sim": {"latency": {"dist": "constant", "ms": 0}, "cores": 1}})
-    v = run(w, "ideal", "sim", out=tmp_path / "r", progress=False, options={"service": "exp:50us"}).verdict
+    v = run(w, "ideal", "sim", out=tmp_path / "r", progress=False, options={"service": "exp:50us"}).check
     assert v.verdict == "valid" and v.reordering.inversions == 0 and v.reordering.checked == 20_000, v.line()
 
 
@@ -234,11 +275,11 @@ BROKEN_RUNS = {
 def test_a_queue_that_serves_a_later_message_first_breaks_its_order_promise(tmp_path, fields):
     w = parse_workload(fields)
     with plant("ideal-skips-the-head"):
-        v = run(w, "ideal", "sim", out=tmp_path / "broken", progress=False).verdict
+        v = run(w, "ideal", "sim", out=tmp_path / "broken", progress=False).check
     assert v.verdict == "invalid" and v.reordering.inversions > 0, v.line()
     assert "inversion" in v.reason and "promises FIFO per queue" in v.reason, v.reason
-    assert (v.lost, v.duplicated, v.unexpected) == (0, 0, 0)  # nothing else is wrong with it
-    ideal = run(w, "ideal", "sim", out=tmp_path / "ideal", progress=False).verdict
+    assert (v.counts.lost, v.counts.duplicated, v.counts.unexpected) == (0, 0, 0)  # nothing else is wrong with it
+    ideal = run(w, "ideal", "sim", out=tmp_path / "ideal", progress=False).check
     assert ideal.verdict == "valid" and ideal.reordering.inversions == 0, ideal.line()
 
 

@@ -77,8 +77,8 @@ def test_a_missing_binary_is_one_line_naming_the_package(monkeypatch, tmp_path: 
 
 def test_a_no_fault_run_is_valid_and_leaves_no_process_or_mount(tmp_path: Path):
     result = run(shortened("steady", 2.0), "nats", "live", out=tmp_path / "r", progress=False)
-    assert result.verdict.verdict == "valid", result.verdict.line()
-    assert result.verdict.lost == 0 and result.verdict.ok > 1000
+    assert result.verdict == "valid", result.check.line()
+    assert result.check.counts.lost == 0 and result.check.counts.ok > 1000
     assert leftovers(str(tmp_path)) == [] and fuse_mounts(tmp_path) == set()
 
 
@@ -86,17 +86,17 @@ def test_a_power_loss_with_the_fixed_2_minute_sync_loses_acknowledged_publishes_
     # 2.9.10 has no sync_interval: always, so the safest setting it has is its only one, and
     # a crash is allowed to lose what its 2-minute sync had not reached
     result = run(shortened("crash"), "nats", "live", out=tmp_path / "r", progress=False)
-    verdict = result.verdict
+    verdict = result.check
     assert verdict.verdict == "allowed", verdict.line()
-    assert verdict.lost > 0 and "sync_interval=2m" in verdict.line()
+    assert verdict.counts.lost > 0 and "sync_interval=2m" in verdict.line()
     assert leftovers(str(tmp_path)) == [] and fuse_mounts(tmp_path) == set()
 
 
 def test_kill_9_loses_no_acknowledged_publish_but_may_redeliver_acked_messages(tmp_path: Path):
     result = run(shortened("kill"), "nats", "live", out=tmp_path / "r", progress=False)
-    verdict = result.verdict
+    verdict = result.check
     assert verdict.verdict in ("valid", "allowed"), verdict.line()
-    assert verdict.lost == 0, verdict.line()
+    assert verdict.counts.lost == 0, verdict.line()
     if verdict.verdict == "allowed":  # only the consumer acks the kill undid may be
         assert "lost" not in verdict.line().split(":")[0] and "undo consumer acks" in verdict.line()
     # the drain found the queue empty (the consumer's backlog, not the stream's)
@@ -105,8 +105,8 @@ def test_kill_9_loses_no_acknowledged_publish_but_may_redeliver_acked_messages(t
 
 def test_a_gc_pause_is_valid_or_a_redelivery_after_ack_wait(tmp_path: Path):
     result = run(shortened("gc-pause", 3.0), "nats", "live", out=tmp_path / "r", progress=False)
-    verdict = result.verdict
-    assert verdict.lost == 0 and verdict.duplicated == 0, verdict.line()
+    verdict = result.check
+    assert verdict.counts.lost == 0 and verdict.counts.duplicated == 0, verdict.line()
     assert verdict.verdict in ("valid", "allowed"), verdict.line()
     if verdict.verdict == "allowed":  # a fetch the pause outlasted: leased to nobody until AckWait
         assert "AckWait" in verdict.line()

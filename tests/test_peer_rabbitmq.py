@@ -101,8 +101,8 @@ def test_a_no_fault_run_is_valid_and_leaves_nothing_running(tmp_path: Path):
     before = erlang_processes()
     result = run(workload("steady", duration=2.0, warmup=0.5), "rabbitmq", "live", out=tmp_path / "r",
                  progress=False)
-    assert result.verdict.verdict == "valid" and result.verdict.lost == 0, result.verdict.line()
-    assert result.verdict.ok > 500
+    assert result.verdict == "valid" and result.check.counts.lost == 0, result.check.line()
+    assert result.check.counts.ok > 500
     assert left_behind(before) == []
     assert mounts(tmp_path) == set()
 
@@ -111,14 +111,14 @@ def test_a_power_loss_with_quorum_queues_and_confirms_loses_nothing_confirmed(tm
     result = run(workload("crash"), "rabbitmq", "live", out=tmp_path / "r", progress=False,
                  options={"queue_type": "quorum"})
     nothing_lost(result, *REDELIVERED)
-    assert result.verdict.ok > 100
+    assert result.check.counts.ok > 100
 
 
 def test_a_power_loss_without_confirms_loses_some_and_is_allowed_by_that_setting(tmp_path: Path):
     result = run(workload("crash"), "rabbitmq", "live", out=tmp_path / "r", progress=False,
                  options={"confirms": "off"})
-    assert result.verdict.verdict == "allowed" and result.verdict.lost > 0, result.verdict.line()
-    assert "confirms=off" in result.verdict.line()
+    assert result.verdict == "allowed" and result.check.counts.lost > 0, result.check.line()
+    assert "confirms=off" in result.check.line()
 
 
 def test_a_kill_9_of_a_classic_queue_with_confirms_loses_nothing(tmp_path: Path):
@@ -130,9 +130,9 @@ def test_a_kill_9_of_a_classic_queue_with_confirms_loses_nothing(tmp_path: Path)
 
 def test_a_sigstop_of_beam_is_valid_or_allowed(tmp_path: Path):
     result = run(workload("gc-pause", duration=3.0), "rabbitmq", "live", out=tmp_path / "r", progress=False)
-    verdict = result.verdict
+    verdict = result.check
     assert verdict.verdict in ("valid", "allowed"), verdict.line()
-    assert verdict.lost == 0  # a pause takes nothing: the node and its connections live on
+    assert verdict.counts.lost == 0  # a pause takes nothing: the node and its connections live on
     if verdict.verdict == "allowed":  # a get cut by the client's timeout comes back after its channel closes
         assert "reorder" in verdict.line() or "duplicat" in verdict.line(), verdict.line()
 

@@ -21,7 +21,7 @@ from lab.backends.primer.serve import add_arguments, node_config
 from lab.cli import main
 from lab.history.record import read_samples
 from lab.experiments.runner import run
-from lab.judge.verdict import VALID
+from lab.judge.findings import Verdict
 from lab.workloads.spec import parse_workload
 from models.world import SimWorld
 
@@ -202,6 +202,6 @@ def test_no_put_refused_in_fault_free_live_runs_on_busy_cores(busy_cores, tmp_pa
         refused = puts.filter(pc.not_equal(puts["outcome"], "ok"))  # in any phase, warm-up and drain too
         assert refused.num_rows == 0, (i, options, refused.to_pylist()[:5])
         assert puts.num_rows > 300
-        v = result.verdict
-        assert v.judgement.verdict == VALID and v.lost == 0, (i, v.judgement.reason)
+        v = result.check
+        assert v.judgement.verdict == Verdict.VALID and v.counts.lost == 0, (i, v.judgement.reason)
         assert all(hog.poll() is None for hog in busy_cores)  # the cores were busy all along

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lab.experiments.runner import run
-from lab.judge.verdict import INVALID, VALID
+from lab.judge.findings import Verdict
 from lab.workloads.spec import parse_workload
 
 
@@ -44,14 +44,14 @@ def test_a_split_of_the_servers_stops_puts_that_need_every_node_only_while_it_la
     assert steady_ok > 50 and steady_not_ok <= 5
     assert fault_not_ok > fault_ok  # after the failure detector's delay, nothing goes in
     assert heal_ok > 50 and heal_not_ok <= 5  # calls in flight at the heal may still time out
-    assert result.verdict.lost == 0 and result.verdict.judgement.verdict != INVALID, result.verdict.judgement.reason
+    assert result.check.counts.lost == 0 and result.check.judgement.verdict != Verdict.INVALID, result.check.judgement.reason
 
 
 def test_a_pause_of_one_node_loses_nothing(tmp_path):
     pause = [{"fault": "pause", "at": 1.0, "duration": 1.0, "target": "n2"}]
     result = run(_workload(pause), "primer", "live", out=tmp_path / "run", progress=False)
-    v = result.verdict
-    assert v.lost == 0 and v.unexpected == 0 and v.judgement.verdict == VALID, v.judgement.reason
+    v = result.check
+    assert v.counts.lost == 0 and v.counts.unexpected == 0 and v.judgement.verdict == Verdict.VALID, v.judgement.reason
 
 
 @pytest.mark.slow  # 82 s in CI, the slowest of the fast tier: three live processes, a crash, AOF replay, the drain
@@ -59,5 +59,5 @@ def test_a_crash_of_one_node_with_files_and_w_2_loses_nothing_acknowledged(tmp_p
     crash = [{"fault": "crash", "at": 1.0, "duration": 0.5, "target": "n2"}]
     result = run(_workload(crash, consumer_delay=1.5), "primer", "live", out=tmp_path / "run", progress=False,
                  options={"replicas": 2, "persistence": "aof"})
-    v = result.verdict
-    assert v.lost == 0 and v.judgement.verdict == VALID, v.judgement.reason
+    v = result.check
+    assert v.counts.lost == 0 and v.judgement.verdict == Verdict.VALID, v.judgement.reason

@@ -11,7 +11,7 @@ from lab.backends.primer.core.errors import Unavailable
 from lab.backends.primer.core.primer_node import PrimerNode
 from lab.backends.primer.core.routing import Routes
 from lab.experiments.runner import run
-from lab.judge.verdict import ALLOWED, INVALID, VALID
+from lab.judge.findings import Verdict
 from lab.workloads.spec import parse_workload
 from models.world import SimWorld
 
@@ -184,26 +184,26 @@ SPLIT = [{"fault": "partition", "at": 1.0, "duration": 1.0, "target": "servers",
 def test_a_majority_split_healed_loses_nothing_and_the_verdict_holds(tmp_path, replication, w, ack):
     result = run(_workload(faults=SPLIT, ack=ack), "primer", "sim", out=tmp_path / "run", progress=False,
                  options={"replicas": w, "replication": replication})
-    v = result.verdict
-    assert v.lost == 0 and v.unexpected == 0, v.judgement.reason
-    assert v.judgement.verdict in (VALID, ALLOWED), v.judgement.reason
-    assert v.enqueued > 1000
+    v = result.check
+    assert v.counts.lost == 0 and v.counts.unexpected == 0, v.judgement.reason
+    assert v.judgement.verdict in (Verdict.VALID, Verdict.ALLOWED), v.judgement.reason
+    assert v.counts.enqueued > 1000
 
 
 def test_one_nodes_crash_with_files_and_a_majority_of_replicas_loses_nothing_acknowledged(tmp_path):
     crash = [{"fault": "crash", "at": 1.2, "duration": 0.4, "target": "n2"}]
     result = run(_workload(faults=crash, consumer_delay=1.5), "primer", "sim", out=tmp_path / "run", progress=False,
                  options={"replicas": 2, "persistence": "aof"})
-    v = result.verdict
-    assert v.lost == 0 and v.judgement.verdict == VALID, v.judgement.reason
+    v = result.check
+    assert v.counts.lost == 0 and v.judgement.verdict == Verdict.VALID, v.judgement.reason
 
 
 def test_a_crash_of_every_node_without_files_loses_and_the_promises_allow_it(tmp_path):
     crash = [{"fault": "crash", "at": 1.2, "duration": 0.3, "target": "servers"}]
     result = run(_workload(faults=crash, consumer_delay=1.5), "primer", "sim", out=tmp_path / "run", progress=False,
                  options={"replicas": 2})
-    v = result.verdict
-    assert v.lost > 0 and v.judgement.verdict == ALLOWED, v.judgement.reason
+    v = result.check
+    assert v.counts.lost > 0 and v.judgement.verdict == Verdict.ALLOWED, v.judgement.reason
 
 
 def test_same_seed_same_samples(tmp_path):
@@ -212,7 +212,7 @@ def test_same_seed_same_samples(tmp_path):
 
     tables = [pq.read_table(r.samples_path).drop_columns(["run_id"]) for r in runs]
     assert tables[0].equals(tables[1])
-    assert runs[0].verdict.judgement.verdict != INVALID
+    assert runs[0].check.judgement.verdict != Verdict.INVALID
 
 
 @pytest.mark.parametrize("tear", [False, True])
@@ -222,8 +222,8 @@ def test_a_crash_of_every_node_with_files_loses_nothing_acknowledged(tmp_path, t
     crash = [{"fault": "crash", "at": 1.2, "duration": 0.3, "target": "servers", "tear": tear}]
     result = run(_workload(faults=crash, consumer_delay=1.5), "primer", "sim", out=tmp_path / "run", progress=False,
                  options={"replicas": 2, "persistence": "aof"})
-    v = result.verdict
-    assert v.lost == 0 and v.judgement.verdict == VALID and v.enqueued > 1000, v.judgement.reason
+    v = result.check
+    assert v.counts.lost == 0 and v.judgement.verdict == Verdict.VALID and v.counts.enqueued > 1000, v.judgement.reason
 
 
 def test_when_a_logs_head_is_down_an_appender_takes_over_after_the_last_offset_the_chain_holds():
@@ -319,5 +319,5 @@ def test_swarm_seed_one_nodes_crash_with_w_2_or_more_loses_nothing(tmp_path, see
     workload = parse_workload({"name": "swarm", "queues": queues, "producers": 2, "consumers": consumers,
                                "message_size": 50, "rate": 400, "duration": 3.5, "warmup": 0.3, "ack": "reliable",
                                "seed": seed, "faults": faults})
-    v = run(workload, "primer", "sim", out=tmp_path / "run", progress=False, options=options).verdict
-    assert v.lost == 0 and v.judgement.verdict == VALID, v.judgement.reason
+    v = run(workload, "primer", "sim", out=tmp_path / "run", progress=False, options=options).check
+    assert v.counts.lost == 0 and v.judgement.verdict == Verdict.VALID, v.judgement.reason

@@ -220,10 +220,10 @@ def _acknowledged_and_undelivered(run_dir: Path) -> set[str]:
 
 def _assert_nothing_acknowledged_is_lost(seed: int, out: Path) -> None:
     result = _run_shrunk(seed, out)
-    verdict = result.verdict
-    assert verdict.verdict != "invalid" and verdict.lost == 0, verdict.line()
+    verdict = result.check
+    assert verdict.verdict != "invalid" and verdict.counts.lost == 0, verdict.line()
     assert not _acknowledged_and_undelivered(result.run_dir)
-    assert verdict.ok > 0 and verdict.dequeued > 0  # the run is evidence: puts made and delivered
+    assert verdict.counts.ok > 0 and verdict.counts.dequeued > 0  # the run is evidence: puts made and delivered
 
 
 def test_seed_20_a_record_written_after_the_crash_at_freed_bytes_is_not_skipped(tmp_path: Path):

@@ -42,16 +42,16 @@ def test_the_ideal_backend_is_valid_with_nothing_lost_duplicated_or_reordered(tm
     w = parse_workload({"name": "ideal-check", "queues": 2, "producers": 3, "consumers": 2, "rate": 1500,
                         "duration": 1.0, "warmup": 0.2, "ack": ack, "seed": 1})
     result = run(w, "ideal", world, out=tmp_path, progress=False)
-    v = result.verdict
-    assert v.valid and v.attempts == v.ok == v.enqueued > 1000
-    assert (v.lost, v.duplicated, v.unexpected, v.reordering.inversions) == (0, 0, 0, 0)
+    v = result.check
+    assert v.valid and v.counts.attempts == v.counts.ok == v.counts.enqueued > 1000
+    assert (v.counts.lost, v.counts.duplicated, v.counts.unexpected, v.reordering.inversions) == (0, 0, 0, 0)
     rate = result.summary["put"]["ops_per_s"]
     if world == "sim":
         assert rate == pytest.approx(1500, rel=0.1)
     else:  # paced, never faster; a machine busy with other tests may keep it behind the pace
         assert 0.5 * 1500 <= rate <= 1.1 * 1500
     if ack == "reliable":
-        assert result.summary["ack"]["ok"] == v.ok
+        assert result.summary["ack"]["ok"] == v.counts.ok
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["verdict"]["valid"] and manifest["world"] == world and manifest["seed"] == 1
     assert {"python", "simpy", "pyarrow"} <= set(manifest["versions"])
@@ -60,7 +60,7 @@ def test_the_ideal_backend_is_valid_with_nothing_lost_duplicated_or_reordered(tm
 def test_messages_mode_sends_exactly_that_many(tmp_path):
     w = parse_workload({"name": "count", "producers": 3, "consumers": 1, "messages": 100, "seed": 2})
     result = run(w, "ideal", "sim", out=tmp_path, progress=False)
-    assert result.verdict.attempts == 100 and result.verdict.valid
+    assert result.check.counts.attempts == 100 and result.check.valid
 
 
 def test_a_crashed_ideal_server_loses_what_it_held_and_the_checker_says_so(tmp_path):
@@ -68,8 +68,8 @@ def test_a_crashed_ideal_server_loses_what_it_held_and_the_checker_says_so(tmp_p
     w = parse_workload({"name": "crash", "producers": 4, "consumers": 1, "rate": 8000, "duration": 1.0,
                         "seed": 3, "faults": [{"fault": "crash", "at": 0.5, "duration": 0.1}]})
     result = run(w, "ideal", "sim", out=tmp_path, progress=False)
-    v = result.verdict
-    assert not v.valid and v.lost > 0
+    v = result.check
+    assert not v.valid and v.counts.lost > 0
     phases = set(read_samples(tmp_path).column("phase").to_pylist())
     assert {"steady", "fault", "heal", "drain"} <= phases
 
@@ -78,7 +78,7 @@ def test_a_pause_shows_up_as_publish_delay_and_latency(tmp_path):
     w = parse_workload({"name": "pause", "producers": 1, "consumers": 1, "rate": 1000, "duration": 1.0,
                         "seed": 4, "faults": [{"fault": "pause", "at": 0.4, "duration": 0.2}]})
     result = run(w, "ideal", "sim", out=tmp_path, progress=False)
-    assert result.verdict.valid
+    assert result.check.valid
     assert result.summary["put"]["max_ns"] >= 190e6  # the put caught by the pause
     assert result.summary["delay"]["max_ns"] >= 190e6  # and the ones held back behind it
     samples = read_samples(tmp_path)
@@ -111,7 +111,7 @@ def test_the_progress_bar_covers_the_drain(tmp_path):
     assert "100%" in last, last  # the bar ends when the drain has delivered everything
     done, left = re.search(r"\| (\d+)/(\d+) ", last).groups()
     assert done == left and int(left) > 100  # there was a backlog to drain
-    assert result.verdict.valid
+    assert result.check.valid
 
 
 @pytest.mark.parametrize("arrivals, cv_range", [("constant", (0.0, 0.05)), ("poisson", (0.85, 1.15))])
@@ -163,7 +163,7 @@ def test_each_fault_start_and_heal_is_a_row_and_the_phases_come_from_those_rows(
     assert phase_at[events[0].t_ns] == "fault" and phase_at[events[1].t_ns] == "heal"
     # ... and no checker or summary counts them as operations
     puts = samples.filter(pc.equal(samples.column("op"), "put")).num_rows
-    assert result.verdict.attempts == result.summary["put"]["count"] == puts and "fault" not in result.summary
+    assert result.check.counts.attempts == result.summary["put"]["count"] == puts and "fault" not in result.summary
 
 
 def test_consumers_start_after_the_consumer_delay_and_still_drain_everything(tmp_path):
@@ -175,7 +175,7 @@ def test_consumers_start_after_the_consumer_delay_and_still_drain_everything(tmp
     first_get = pc.min(gets["t_start_ns"]).as_py()
     first_put = pc.min(table.filter(pc.equal(table["op"], "put"))["t_start_ns"]).as_py()
     assert (first_get - first_put) / 1e9 >= 0.5
-    assert result.verdict.verdict == "valid" and result.verdict.lost == 0 and result.verdict.ok == 200
+    assert result.verdict == "valid" and result.check.counts.lost == 0 and result.check.counts.ok == 200
 
 
 def test_a_negative_consumer_delay_is_named():

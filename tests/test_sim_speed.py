@@ -25,7 +25,7 @@ from tests.history import history
 def test_an_unexpected_body_without_an_id_is_counted_and_not_ordered():
     v = check(history(("put", "p0", "p0:0", "ok"), ("put", "p0", "p0:1", "ok"), ("get", "c0", "p0:1", "ok", 10),
                       ("get", "c0", "?0123456789abcdef", "ok", 20), ("get", "c0", "p0:0", "ok", 30)))
-    assert v.unexpected == 1 and v.examples["unexpected"] == ["?0123456789abcdef"]
+    assert v.counts.unexpected == 1 and v.examples["unexpected"] == ["?0123456789abcdef"]
     assert v.reordering.inversions == 1 and v.reordering.checked == 2
 
 
@@ -55,7 +55,7 @@ def test_the_vectorised_checker_counts_as_counters_do(seed):
         ops.append((kind, f"c{rng.randrange(2)}" if kind != "put" else "p", msg,
                     rng.choice(["ok", "ok", "ok", "fail", "info"]), rng.randrange(1000), rng.randrange(50)))
     v = check(history(*ops))
-    assert (v.attempts, v.enqueued, v.dequeued, v.ok, v.lost, v.unexpected, v.duplicated, v.recovered) == \
+    assert (v.counts.attempts, v.counts.enqueued, v.counts.dequeued, v.counts.ok, v.counts.lost, v.counts.unexpected, v.counts.duplicated, v.counts.recovered) == \
         plain_counts(ops)
 
 
@@ -93,7 +93,7 @@ def test_a_run_spills_and_leaves_only_its_samples(tmp_path, monkeypatch):
     monkeypatch.setattr(lab.history.record, "BATCH_ROWS", 1 << 30)  # nothing spilled: the same samples
     b = run(w, "ideal", "sim", out=tmp_path / "b", progress=False)
     assert table.drop_columns(["run_id"]).equals(read_samples(b.run_dir).drop_columns(["run_id"]))
-    assert a.verdict.to_dict() == b.verdict.to_dict() and a.verdict.valid
+    assert a.check.to_dict() == b.check.to_dict() and a.check.valid
 
 
 def test_end_to_end_is_put_start_to_first_delivery(tmp_path):

@@ -332,11 +332,11 @@ def test_a_reply_before_the_fsync_loses_acknowledged_puts_to_a_crash_and_the_ver
     # each was acknowledged just before the crash, inside its fsync's window: the fsync it
     # waits for may queue behind the one under way (two of 3 ms, and a margin)
     assert all(crash_ns - 10_000_000 < t_end <= crash_ns for t_end in lost.values()), (crash_ns, lost)
-    verdict = result.verdict
+    verdict = result.check
     assert verdict.verdict == "invalid", verdict.line()
     assert f"lost {len(lost)} acknowledged message" in verdict.line(), verdict.line()
     assert "kestrel with syncJournal=always, reliable reads promises no loss" in verdict.line(), verdict.line()
 
     kestrel = run_workload(workload, "kestrel", "sim", out=tmp_path / "kestrel", progress=False, options=options)
     assert _lost_acknowledged(kestrel.run_dir) == {}
-    assert kestrel.verdict.verdict == "valid", kestrel.verdict.line()  # no false alarm
+    assert kestrel.verdict == "valid", kestrel.check.line()  # no false alarm

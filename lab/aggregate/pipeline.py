@@ -55,6 +55,7 @@ from pyspark.sql import functions as F
 from lab.aggregate.histograms import KEYS, QUANTILES, THROUGHPUT, ZERO_BUCKET, fill_series, percentiles, \
     throughput_percentiles, with_measured
 from lab.aggregate.runs import Samples, load_samples, run_manifests
+from lab.judge.findings import Counts, explanations_from_manifest
 from lab.judge.verdict import RunFacts, judge_run
 from lab.history.record import FAULT_OP, LOG_GAMMA, OPS, OUTCOMES, PHASES
 
@@ -172,7 +173,8 @@ def messages_pass(samples: Samples, exact: bool = False,
     on exact keys.
     """
     op, ok = F.col("op"), F.col("outcome") == "ok"
-    is_put, is_get, is_release = op == "put", (op == "get") & ok, op == "release"
+    # a release that failed (``fail``: it did not happen) hands nothing back, as in the checker
+    is_put, is_get, is_release = op == "put", (op == "get") & ok, (op == "release") & (F.col("outcome") != "fail")
     phase = F.array_position(F.array(*map(F.lit, PHASES)), F.col("phase"))
     if exact:
         keys, check = [F.col("run").alias("exact_run"), F.col("msg_id").alias("message")], F.lit(0)
@@ -248,11 +250,12 @@ def with_verdicts(checks: pd.DataFrame, manifests: Mapping[str, Mapping[str, Any
         manifest = manifests.get(row.run_id)
         facts = RunFacts.from_manifest(manifest) if manifest else None
         checked = (manifest.get("verdict") or {}) if manifest else {}
-        judged.append(judge_run(facts, attempts=row.attempts, enqueued=row.enqueued, dequeued=row.dequeued,
-                                lost=row.lost, unexpected=row.unexpected, duplicated=row.duplicated,
-                                inversions=(checked.get("reordering") or {}).get("inversions"),
-                                explained=checked.get("explained"), failed=checked.get("failed")))
-    return checks.assign(valid=[j.valid for j in judged], verdict=[j.verdict for j in judged],
+        counts = Counts(attempts=row.attempts, enqueued=row.enqueued, dequeued=row.dequeued, ok=row.ok,
+                        lost=row.lost, unexpected=row.unexpected, duplicated=row.duplicated,
+                        recovered=row.recovered, inversions=(checked.get("reordering") or {}).get("inversions"),
+                        failed=checked.get("failed") or {})
+        judged.append(judge_run(facts, counts, explanations_from_manifest(checked)))
+    return checks.assign(valid=[j.valid for j in judged], verdict=[str(j.verdict) for j in judged],
                          reason=[j.reason for j in judged])
 
 

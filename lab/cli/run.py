@@ -11,7 +11,7 @@ from pathlib import Path
 
 from lab.cli.common import RUN_LEGEND, UsageError, _option, _seed
 from lab.design.registry import backend_class
-from lab.judge.verdict import INVALID
+from lab.judge.findings import Verdict
 from lab.workloads.spec import Workload, load_workload
 
 
@@ -72,11 +72,12 @@ def _print_result(result) -> int:
     print()
     print(format_table(result.summary))
     print()
-    print(f"checker: {result.verdict.line()}")
+    print(f"checker: {result.check.line()}")
     print(f"samples: {result.samples_path}")
     for warning in result.warnings:
         print(f"lab: warning: {warning}", file=sys.stderr)
-    return 1 if result.verdict.verdict == INVALID else 0  # allowed: what the design promises under its faults
+    # allowed: what the design promises under its faults; no evidence: neither a pass nor a catch, said above
+    return 1 if result.verdict is Verdict.INVALID else 0
 
 
 #: the subcommands this module adds, and the function each runs

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
-from lab.design.options import TIMEOUT, Option, check
+from lab.design.options import TIMEOUT, Checked, Option, check
 from lab.design.promises import Promises, total_queue
 from lab.design.runtime import Boot, RemoteError, Runtime, Unreachable, World
 from lab.design.service import ServiceModel
@@ -105,10 +105,11 @@ class Backend(ABC):
             raise UnknownBackend(f"backend {self.name!r} does not run in the {world.kind} world (it runs in: "
                                  f"{', '.join(self.worlds)})")
         self.world = world
-        self.options = self.check_options(options, world.kind)
+        # options a run checked at its door (``Checked``) are not checked again
+        self.options = options if isinstance(options, Checked) else self.check_options(options, world.kind)
 
     @classmethod
-    def check_options(cls, options: Mapping[str, Any] | None, world: str | None = None) -> dict[str, Any]:
+    def check_options(cls, options: Mapping[str, Any] | None, world: str | None = None) -> Checked:
         """``options`` parsed, with defaults filled in (``world``'s own, where an option has
         one); BadOption names the first key this design lacks or the first value it cannot
         take (in ``world``), and what it allows."""

@@ -82,8 +82,14 @@ def choice(*values: str) -> Callable[[Any], str]:
     return parse
 
 
+class Checked(dict[str, Any]):
+    """Options already checked against a design's declarations, defaults filled in: what
+    ``check`` returns. A ``Backend`` takes them as they are, so a run checks its options
+    once, at its door."""
+
+
 def check(owner: str, declared: Iterable[Option], given: Mapping[str, Any] | None,
-          world: str | None = None) -> dict[str, Any]:
+          world: str | None = None) -> Checked:
     """``given`` parsed against ``declared``, with defaults filled in (a world's own where an
     option has one and ``world`` is given); BadOption names the first unknown key, value
     that is not allowed, or value that does not work in ``world``."""
@@ -107,7 +113,7 @@ def check(owner: str, declared: Iterable[Option], given: Mapping[str, Any] | Non
         if world is not None and home is not None and home != world and result[key] != option.default:
             raise BadOption(f"backend {owner!r}: option {key}={value!r} works in the {home} world only, "
                             f"not the {world} world")
-    return result
+    return Checked(result)
 
 
 TIMEOUT = Option("timeout", "seconds a client waits for a reply", "a number of seconds > 0", number(0.0), 1.0)

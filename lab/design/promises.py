@@ -115,6 +115,15 @@ class Promises:
         if self.order not in ORDERS:
             raise ValueError(f"{self.by}: order {self.order!r} is not one of {', '.join(ORDERS)}")
 
+    def to_dict(self) -> dict[str, Any]:
+        """As a run's manifest holds them, so that the run can be judged again from it alone."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Promises":
+        allowances = tuple(Allowance(**{**a, "faults": tuple(a["faults"])}) for a in d.get("allowances") or ())
+        return cls(**{**d, "allowances": allowances, "injected": tuple(d.get("injected") or ())})
+
     def lines(self) -> list[str]:
         """For people (``lab backends``): delivery and order, then one line per allowance."""
         verbs = {"lost": "may lose acknowledged messages", "duplicated": "may deliver twice",

@@ -29,7 +29,7 @@ from lab.experiments.runner import fault_refusal, run
 from lab.experiments.errors import NothingToRun
 from lab.experiments.runner_manifest import RunResult
 from lab.judge.summary import MEASURED, format_ns
-from lab.judge.verdict import ALLOWED, INVALID, VALID
+from lab.judge.findings import Verdict
 from lab.workloads.spec import Workload, load_workload, standard_workload_files
 
 if TYPE_CHECKING:  # PySpark and matplotlib load only when a comparison runs (the CLI imports this)
@@ -43,7 +43,7 @@ PHASES_NOTE = (f"Throughput and latency: the {MEASURED} phases ({', '.join(MEASU
                "drain), as in latency.png; e2e = put start to first delivery, in the phase of that delivery. "
                "lost, dup, unexp, inversions: the whole run.")
 PANELS = {"put": "put latency", "e2e": "end to end"}
-VERDICT_CELLS = {VALID: "valid", ALLOWED: "allowed", INVALID: "**invalid**"}
+VERDICT_CELLS = {Verdict.VALID: "valid", Verdict.ALLOWED: "allowed", Verdict.INVALID: "**invalid**"}
 
 
 @dataclass
@@ -110,7 +110,7 @@ def _compare(runnable: list[tuple[Workload, str, str]], directory: Path, progres
         result = run(workload, backend, world, out=directory / f"{workload.name}-{backend}-{world}",
                      progress=progress)
         results.append(result)
-        echo(f"  {workload.name:<16} {backend:<10} {world:<5} {result.verdict.verdict.upper():<7}"
+        echo(f"  {workload.name:<16} {backend:<10} {world:<5} {result.verdict.upper():<7}"
              f"  {result.samples:>8,} operations in {result.wall_seconds:.1f} s")
 
     echo("  aggregating with Spark ...")
@@ -190,7 +190,7 @@ def _row(result: RunResult, summaries: "Aggregation") -> dict[str, Any]:
         "duplicated": int(checks["duplicated"]),
         "unexpected": int(checks["unexpected"]),
         "recovered": int(checks["recovered"]),
-        "inversions": result.verdict.reordering.inversions,
+        "inversions": result.check.reordering.inversions,
         "verdict": checks["verdict"],  # valid, allowed or invalid (lab.judge.verdict), as the checker's
         "run_id": result.run_id,
         "reason": checks["reason"],  # the verdict's why: the fault and allowance, or the promise broken

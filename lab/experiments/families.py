@@ -29,7 +29,7 @@ import pandas as pd
 from lab.aggregate.histograms import percentiles
 from lab.experiments.matrix import Matrix, run_matrix
 from lab.judge.summary import format_ns
-from lab.judge.verdict import ALLOWED, INVALID, VALID
+from lab.judge.findings import Verdict, worst as worst_verdict
 from lab.workloads.spec import load_workload, scenario_files
 
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -42,7 +42,6 @@ FAMILIES: dict[str, tuple[str, ...]] = {
 #: drastic fault is what it shows (a crash during a slow disk is a crash scenario).
 PRECEDENCE = ("crashes", "net-splits", "gc-pauses", "delayed-writes")
 PHASES = ("steady", "fault", "heal")
-SEVERITY = {VALID: 0, ALLOWED: 1, INVALID: 2}
 
 
 def family_of(kinds: Iterable[str]) -> str | None:
@@ -216,11 +215,11 @@ def answer(result: FamilyRun, latency: pd.DataFrame, throughput: pd.DataFrame) -
     # delivery
     totals = cells.groupby("label", sort=False).agg(n_lost=("lost", "sum"), n_dup=("duplicated", "sum"),
                                                     n_inv=("inversions", "sum"),
-                                                    worst=("verdict", lambda v: max(v, key=SEVERITY.get)))
-    invalid = totals[totals.worst == INVALID]
+                                                    worst=("verdict", worst_verdict))
+    invalid = totals[totals.worst == Verdict.INVALID]
     if len(invalid):
         lines.append("- **Broken promises**: " + "; ".join(
-            f"{label} ({'; '.join(sorted(set(cells[(cells.label == label) & (cells.verdict == INVALID)].reason)))})"
+            f"{label} ({'; '.join(sorted(set(cells[(cells.label == label) & (cells.verdict == Verdict.INVALID)].reason)))})"
             for label in invalid.index) + ".")
     else:
         lines.append("- **No broken promise**: no run's verdict is invalid.")

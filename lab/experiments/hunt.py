@@ -10,11 +10,12 @@ alarm, as bad as a miss.
   (live faults on a design with no server process) is skipped and reported. One run of a mutant is in flight at a time, so "runs to first
   detection" counts exactly the runs it took; different mutants' runs share the workers.
 - **Caught** means a run's verdict is invalid (an error is no detection: it is reported
-  as one). The catching run's schedule is shrunk with ``lab.experiments.swarm_shrink.Shrinker`` (at most
+  as one; nor is a run with no evidence, nothing acknowledged or delivered). The catching run's schedule is shrunk with ``lab.experiments.swarm_shrink.Shrinker`` (at most
   ``shrink_runs`` runs; a catch with no fault is already as small as it gets).
 - **The control**: the same workload and seed without the mutant, once per distinct run
   (mutants of one design and options share them).
-- **Passed** when every mutant was caught and no control run was invalid or raised.
+- **Passed** when every mutant was caught and no control run was invalid, raised or gave no
+  evidence (a control that shows nothing cannot show the catch was no false alarm).
 
 The folder holds ``<mutant>/<run>/`` (its runs), ``control/<design>/<run>/``,
 ``<mutant>-shrunk.yaml`` for each shrunk catch, and ``mutants.md`` / ``mutants.csv``.
@@ -47,7 +48,7 @@ from lab.experiments.swarm_draw import (base_workload, cast_of, draw_schedule, l
                                         seed_workload, world_kinds)
 from lab.experiments.swarm_shrink import Shrinker
 from lab.experiments.swarm_worker import ERROR, SeedRun, _InProcess, _pool, in_worker, run_seed, seed_run
-from lab.judge.verdict import INVALID
+from lab.judge.findings import Verdict
 from lab.workloads.spec import load_workload
 
 COLUMNS = ("mutant", "design", "promise", "caught", "caught_by", "runs", "seconds", "shrunk", "control_runs",
@@ -107,11 +108,17 @@ class HuntResult:
 
     @property
     def false_alarms(self) -> list[SeedRun]:
-        return [run for run in self.controls.values() if run.verdict in (INVALID, ERROR)]
+        return [run for run in self.controls.values() if run.verdict in (Verdict.INVALID, ERROR)]
+
+    @property
+    def without_evidence(self) -> list[SeedRun]:
+        """Control runs that showed nothing about delivery (``Verdict.NO_EVIDENCE``)."""
+        return [run for run in self.controls.values() if run.verdict == Verdict.NO_EVIDENCE]
 
     @property
     def passed(self) -> bool:
-        return not self.interrupted and all(h.caught for h in self.hunts) and not self.false_alarms
+        return (not self.interrupted and all(h.caught for h in self.hunts) and not self.false_alarms
+                and not self.without_evidence)
 
 
 def chosen_mutants(designs: Iterable[str] | None = None, names: Iterable[str] | None = None) -> list[Mutant]:
@@ -269,7 +276,7 @@ class _Scheduler:
         self._control(h.mutant, trial)
         if run.verdict == ERROR:
             h.errors += 1
-        if run.verdict != INVALID:
+        if run.verdict != Verdict.INVALID:
             self.ready.append(("hunt", h))
             return
         h.caught = h.runs[-1]
@@ -309,9 +316,11 @@ class _Scheduler:
         run = seed_run(outcome, trial.seed, trial.workload, out)
         self.pending_controls.discard(key)
         self.result.controls[key] = run
-        if run.verdict in (INVALID, ERROR):
+        if run.verdict in (Verdict.INVALID, ERROR):
             _say(self.bar, self.echo, f"  FALSE ALARM: {m.label} unmutated, {trial.label}: {run.verdict.upper()} "
                                       f"({run.reason})")
+        elif run.verdict == Verdict.NO_EVIDENCE:
+            _say(self.bar, self.echo, f"  NO EVIDENCE: {m.label} unmutated, {trial.label}: {run.reason}")
 
     def _settle(self, h: Hunt, line: str | None = None) -> None:
         if line:
@@ -349,7 +358,7 @@ def rows(result: HuntResult) -> list[dict[str, Any]]:
             "seconds": round(h.seconds, 1),
             "shrunk": h.shrunk if h.caught else "",
             "control_runs": len(controls),
-            "control_invalid": sum(1 for r in controls if r.verdict in (INVALID, ERROR)),
+            "control_invalid": sum(1 for r in controls if r.verdict in (Verdict.INVALID, ERROR)),
             "errors": h.errors,
         })
     return out
@@ -370,6 +379,8 @@ def report_lines(result: HuntResult) -> list[str]:
             lines.append(f"skipped {len(h.refused)} run(s) of {h.mutant.name}: {h.refused[0]}")
     for run in alarms:
         lines.append(f"FALSE ALARM: {run.verdict.upper()} {run.reason} ({run.run_dir})")
+    for run in result.without_evidence:
+        lines.append(f"NO EVIDENCE in a control run: {run.reason} ({run.run_dir})")
     lines.append(f"results: {result.directory}")
     return lines
 

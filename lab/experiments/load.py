@@ -214,7 +214,8 @@ def run_load(backend: str, *, users: int = 10, spawn_rate: float = 10.0, duratio
         table = pa.concat_tables([_worker_samples(run_dir), recorder.table()])
         table = with_phases(table, *bounds)
         write_samples(table, run_dir / "samples.parquet")
-        verdict = check(table, RunFacts.of(backend, options, workload, table))
+        from lab.history.phases import fault_kinds as started
+        verdict = check(table, RunFacts(backend, options, workload.reliable, tuple(sorted(started(table)))))
         result = RunResult(run_id, run_dir, workload, backend, "live", seed, verdict, summarize(table),
                            table.num_rows, wall, wall, warnings)
         write_manifest(result, world)

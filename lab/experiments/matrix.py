@@ -36,7 +36,7 @@ from lab.worlds import interrupt
 from lab.design.registry import backend_class, usable
 from lab.history.paths import runs_dir
 from lab.judge.summary import format_ns
-from lab.judge.verdict import ALLOWED, INVALID, VALID
+from lab.judge.findings import Verdict, worst
 from lab.workloads.spec import Workload, load_workload
 from lab.workloads.errors import WorkloadError
 
@@ -44,8 +44,7 @@ WORLD = "sim"
 PHASES = ("steady", "fault", "heal")
 OPS = ("put", "e2e")
 QUANTILES = ("p50_ns", "p99_ns", "p999_ns")
-SEVERITY = {VALID: 0, ALLOWED: 1, INVALID: 2}
-COLUMNS = ("backend", "options", "scenario", "seeds", "verdict", "reason", "lost", "duplicated", "unexpected",
+COLUMNS = ("backend", "options", "scenario", "seeds", "no_evidence", "verdict", "reason", "lost", "duplicated", "unexpected",
            "inversions", "most_overtakers", "recover_s", "undelivered", "recover_within", "recovered_in_time",
            *(f"{op}_{phase}_{q}" for op in OPS for phase in PHASES for q in QUANTILES), "run_ids")
 
@@ -103,7 +102,7 @@ class Matrix:
 def invalid_rows(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The cells (rows, COLUMNS) whose worst verdict is INVALID: a broken promise, not an
     anomaly the design's promises allow."""
-    return [row for row in rows if row["verdict"] == INVALID]
+    return [row for row in rows if row["verdict"] == Verdict.INVALID]
 
 
 def scenarios_named(names: Iterable[str] | None) -> list[Workload]:
@@ -272,11 +271,11 @@ def _run_one(workload: Workload, backend: str, options: dict[str, Any], seed: in
     from lab.experiments.runner import run
 
     result = run(workload, backend, world, seed=seed, out=out, progress=False, options=options)
-    v = result.verdict
+    c = result.check
     recovery = time_to_recover(read_samples(result.run_dir))
-    return SeedRun(result.run_id, str(result.run_dir), seed, v.verdict, v.reason, v.lost, v.duplicated,
-                   v.unexpected, v.reordering.inversions, v.reordering.most_overtakers, recovery.seconds,
-                   recovery.undelivered, result.wall_seconds)
+    return SeedRun(result.run_id, str(result.run_dir), seed, str(c.verdict), c.reason, c.counts.lost,
+                   c.counts.duplicated, c.counts.unexpected, c.reordering.inversions, c.reordering.most_overtakers,
+                   recovery.seconds, recovery.undelivered, result.wall_seconds)
 
 
 def _latencies(matrix: Matrix) -> dict[tuple[Cell, str, str], dict[str, float]]:
@@ -303,14 +302,16 @@ def _cell_key(cell: Cell) -> str:
 
 def _row(cell: Cell, runs: list[SeedRun], scenario: Workload,
          latencies: Mapping[tuple[Cell, str, str], Mapping[str, float]]) -> dict[str, Any]:
-    worst = max(runs, key=lambda r: SEVERITY[r.verdict])
+    verdict = worst(r.verdict for r in runs)  # of the seeds with evidence; a seed without is counted apart
+    worst_run = next(r for r in runs if r.verdict == verdict)
     recovers = [r.recover_s for r in runs]
     recover = None if any(s is None for s in recovers) else max(recovers, default=None)
     budget = getattr(scenario, "recover_within", None)
     row: dict[str, Any] = {
         "backend": cell.backend, "options": " ".join(f"{k}={v}" for k, v in cell.options),
-        "scenario": cell.scenario, "seeds": len(runs), "verdict": worst.verdict,
-        "reason": worst.reason if worst.verdict != VALID else "",
+        "scenario": cell.scenario, "seeds": len(runs),
+        "no_evidence": sum(1 for r in runs if r.verdict == Verdict.NO_EVIDENCE), "verdict": str(verdict),
+        "reason": worst_run.reason if verdict is not Verdict.VALID else "",
         "lost": sum(r.lost for r in runs), "duplicated": sum(r.duplicated for r in runs),
         "unexpected": sum(r.unexpected for r in runs), "inversions": sum(r.inversions for r in runs),
         "most_overtakers": max(r.most_overtakers for r in runs),
@@ -338,9 +339,10 @@ def _label(row: Mapping[str, Any]) -> str:
 
 
 def _grid_cell(row: Mapping[str, Any]) -> str:
-    verdict = {VALID: "valid", ALLOWED: "allowed", INVALID: "**INVALID**"}[row["verdict"]]
+    verdict = "**INVALID**" if row["verdict"] == Verdict.INVALID else row["verdict"]
     late = " late" if row["recovered_in_time"] is False else ""
-    return f"{verdict} {row['lost']}/{row['duplicated']}{late}"
+    apart = f" ({row['no_evidence']} no evidence)" if row["no_evidence"] and row["verdict"] != Verdict.NO_EVIDENCE else ""
+    return f"{verdict} {row['lost']}/{row['duplicated']}{late}{apart}"
 
 
 def markdown(rows: list[dict[str, Any]], seeds: int) -> str:

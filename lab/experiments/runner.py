@@ -152,7 +152,8 @@ def run(
         rows = write_samples_phased(recorder, run_dir / "samples.parquet", *phase_bounds)
         recorder.discard()
         table = read_samples(run_dir, CHECKED_COLUMNS, lean=True)  # what the checker and summary read
-        verdict = check(table, RunFacts.of(backend, options, workload, recorder.fault_table()))
+        from lab.history.phases import fault_kinds as started
+        verdict = check(table, RunFacts(backend, options, workload.reliable, tuple(sorted(started(recorder.fault_table())))))
         summary = summarize(table)
         del table
         result = RunResult(run_id, run_dir, workload, backend, world, seed, verdict, summary,

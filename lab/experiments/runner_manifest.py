@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from lab.design.registry import backend_class
-from lab.judge.checker import Verdict
+from lab.judge.checker import Check
+from lab.judge.findings import Verdict
 from lab.history.phases import fault_events, phases_at
 from lab.history.provenance import machine, versions
 from lab.history.record import SAMPLE_SCHEMA, Recorder, write_sample_batches
@@ -27,13 +28,17 @@ class RunResult:
     backend: str
     world: str
     seed: int
-    verdict: Verdict
+    check: Check  # the checker's counts and explanations, and the judgement of them
     summary: dict[str, Any]
     samples: int
     wall_seconds: float
     world_seconds: float
     #: what the run could not do as asked (a fault that never started), for people
     warnings: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.check.verdict
 
     @property
     def samples_path(self) -> Path:
@@ -68,14 +73,14 @@ def write_manifest(result: RunResult, world: World) -> None:
         "run_id": result.run_id,
         "workload": workload,
         "backend": result.backend,
-        "options": result.verdict.facts.options,  # checked, defaults filled in: what the verdict was judged by
-        "fault_kinds": result.verdict.facts.faults,  # the kinds that started (lab.judge.verdict.fault_kinds)
+        "options": result.check.facts.options,  # checked, defaults filled in: what the verdict was judged by
+        "fault_kinds": result.check.facts.faults,  # the kinds that started (lab.judge.verdict.fault_kinds)
         "world": result.world,
         "seed": result.seed,
         "samples": result.samples,
         "wall_seconds": round(result.wall_seconds, 3),
         "world_seconds": round(result.world_seconds, 6),
-        "verdict": result.verdict.to_dict(),
+        "verdict": result.check.to_dict(),
         "warnings": result.warnings,
         "summary": result.summary,
         "versions": versions(),

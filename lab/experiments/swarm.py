@@ -44,9 +44,9 @@ from lab.experiments.swarm_shrink import Shrinker
 from lab.experiments.swarm_worker import (ERROR, SeedRun, WorkerError, _InProcess, _pool, in_worker, run_seed,
                                           seed_run)
 from lab.history.paths import make_empty_folder
-from lab.judge.verdict import ALLOWED, INVALID, VALID
+from lab.judge.findings import Verdict
 
-VERDICTS = (VALID, ALLOWED, INVALID, ERROR)
+VERDICTS = (*Verdict, ERROR)  # no evidence among them: counted apart, neither a pass nor a finding
 COLUMNS = ("seed", "faults", "verdict", "reason", "lost", "duplicated", "unexpected", "inversions", "run_dir")
 
 
@@ -209,7 +209,7 @@ def _search(executor: Executor, jobs: int, schedules: dict[int, dict[str, Any]],
     def finished(seed: int, future: Future) -> None:
         run = seed_run(future.result(), seed, schedules[seed], str(directory / f"seed-{seed}"))
         runs.append(run)
-        if run.verdict in (INVALID, ERROR):
+        if run.verdict in (Verdict.INVALID, ERROR):
             findings.append(_finding(run, schedules[seed], backend, options, directory))
             _say(bar, echo, f"  seed {seed}: {run.verdict.upper()} ({run.reason})\n"
                             f"    faults: {run.faults}\n    replay: {findings[-1].command}")
@@ -271,7 +271,7 @@ def _shrink_all(executor: Executor, jobs: int, findings: list[Finding], schedule
                 progress: bool | TextIO, echo: Callable[[str], None]) -> bool:
     """Shrink every invalid seed, one candidate per seed in flight; True if the deadline stopped it."""
     shrinkers = {f.run.seed: Shrinker(schedules[f.run.seed], f.run.broken, max_runs)
-                 for f in findings if f.run.verdict == INVALID}
+                 for f in findings if f.run.verdict == Verdict.INVALID}
     for s in shrinkers.values():
         s.best["name"] += "-shrunk"
         s.best["description"] += ", shrunk"
@@ -344,7 +344,7 @@ def report_lines(result: SwarmResult) -> list[str]:
             lines += [f"  shrunk in {f.shrink_runs} runs to: {f.shrunk.faults}; {load_line(f.shrunk_load)} "
                       f"({f.shrunk.lost} lost, {f.shrunk.duplicated} duplicated, {f.shrunk.inversions} inversions)",
                       f"  replay: {f.shrunk_command}"]
-        elif f.run.verdict == INVALID:
+        elif f.run.verdict == Verdict.INVALID:
             lines.append(f"  not shrunk (tried {f.shrink_runs} runs)" if f.shrink_runs else "  not shrunk")
         else:
             lines.append(f"  traceback: {f.file.with_suffix('.error.txt')}")
@@ -356,7 +356,7 @@ def markdown(result: SwarmResult) -> str:
     lines = ["# lab swarm", "", *(f"    {line}" for line in report_lines(result)[:-1]), "",
              "| seed | faults | verdict | reason | lost | dup | unexp | inversions |", "|---|" * 8]
     for r in result.runs:
-        verdict = f"**{r.verdict}**" if r.verdict in (INVALID, ERROR) else r.verdict
+        verdict = f"**{r.verdict}**" if r.verdict in (Verdict.INVALID, ERROR) else r.verdict
         lines.append(f"| {r.seed} | {r.faults} | {verdict} | {r.reason.replace('|', '/')} | {r.lost} | "
                      f"{r.duplicated} | {r.unexpected} | {r.inversions} |")
     return "\n".join(lines)

@@ -2,8 +2,8 @@
 run still breaks a promise the seed broke. ``Shrinker`` tries removing each fault, halving
 each fault's duration and then its start, then halving the load (duration, rate, clients,
 warm-up); a change is kept when the run is invalid and breaks one of the promises still being
-chased (``broken_promises``: lost, duplicated, reordered, unexpected). It runs nothing
-itself: the swarm driver runs its candidates and feeds back their outcomes.
+chased (``lab.judge.verdict.Judgement.broken``: lost, duplicated, reordered, unexpected,
+refused). It runs nothing itself: the swarm driver runs its candidates and feeds back their outcomes.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, Callable, Generator, Iterable
 
 from lab.experiments.swarm_draw import MIN_FAULT
 from lab.experiments.swarm_worker import SeedRun
-from lab.judge.verdict import INVALID
+from lab.judge.findings import Verdict
 from lab.workloads.errors import WorkloadError
 from lab.workloads.spec import parse_workload
 
@@ -44,7 +44,7 @@ class Shrinker:
 
     def feed(self, run: SeedRun) -> bool:
         self.runs += 1
-        kept = run.verdict == INVALID and bool(self.target & set(run.broken))
+        kept = run.verdict == Verdict.INVALID and bool(self.target & set(run.broken))
         if kept:
             self.best, self.best_run, self.kept = self._candidate, run, self.kept + 1
             self.target &= set(run.broken)  # chase what both broke: never drift to another promise

@@ -19,7 +19,6 @@ from typing import Any, Callable, Mapping
 
 from lab.worlds import interrupt
 from lab.experiments.swarm_draw import schedule_line
-from lab.judge.verdict import INVALID, judge_run
 from lab.workloads.spec import parse_workload
 
 ERROR = "error"  # the verdict class of a run that raised instead of finishing
@@ -31,9 +30,9 @@ class SeedRun:
 
     seed: int
     faults: str
-    verdict: str  # valid, allowed, invalid or error
+    verdict: str  # valid, allowed, invalid, no evidence (``lab.judge.findings.Verdict``) or error
     reason: str
-    broken: tuple[str, ...] = ()  # the promises it broke (``broken_promises``)
+    broken: tuple[str, ...] = ()  # what it broke: lost, duplicated, reordered, unexpected, refused
     lost: int = 0
     duplicated: int = 0
     unexpected: int = 0
@@ -41,27 +40,6 @@ class SeedRun:
     run_dir: str = ""
     wall_seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
-
-
-def broken_promises(verdict: Any) -> tuple[str, ...]:
-    """The anomalies that make a checker ``Verdict`` invalid, each judged alone against the
-    run's promises with the checker's explanations: lost, duplicated, reordered,
-    unexpected, refused (puts refused with no fault); or "no evidence"."""
-    if verdict.verdict != INVALID:
-        return ()
-    if verdict.problem:
-        return ("no evidence",)
-    counts = {"lost": verdict.lost, "duplicated": verdict.duplicated, "reordered": verdict.reordering.inversions,
-              "unexpected": verdict.unexpected, "refused": verdict.failed.get("put", 0)}
-    broken = []
-    for anomaly, count in counts.items():
-        alone = {name: (count if name == anomaly else 0) for name in counts}
-        if count and judge_run(verdict.facts, attempts=verdict.attempts, enqueued=verdict.enqueued,
-                               dequeued=verdict.dequeued, lost=alone["lost"], unexpected=alone["unexpected"],
-                               duplicated=alone["duplicated"], inversions=alone["reordered"],
-                               explained=verdict.explained, failed={"put": alone["refused"]}).verdict == INVALID:
-            broken.append(anomaly)
-    return tuple(broken)
 
 
 def run_seed(workload: dict[str, Any], backend: str, options: dict[str, Any], seed: int, out: str,
@@ -81,9 +59,10 @@ def run_seed(workload: dict[str, Any], backend: str, options: dict[str, Any], se
         return SeedRun(seed, schedule, ERROR, f"{type(e).__name__}: {e}".splitlines()[0])
     if log.getvalue():
         (result.run_dir / "stderr.txt").write_text(log.getvalue())
-    v = result.verdict
-    return SeedRun(seed, schedule, v.verdict, v.reason, broken_promises(v), v.lost, v.duplicated, v.unexpected,
-                   v.reordering.inversions, str(result.run_dir), result.wall_seconds, list(result.warnings))
+    c = result.check
+    return SeedRun(seed, schedule, str(c.verdict), c.reason, c.judgement.broken, c.counts.lost, c.counts.duplicated,
+                   c.counts.unexpected, c.reordering.inversions, str(result.run_dir), result.wall_seconds,
+                   list(result.warnings))
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ design's promises (``lab.design.Promises``):
   reply never came (``CUT``), or a consumer's connection that broke (``CLOSED``) meanwhile.
 
 What nothing explains stays unexplained, and the verdict calls it a broken promise. The
-counts of each explanation, by its words, go to ``lab.judge.verdict.judge``. Only anomalous
+count of each explanation (an ``Explanation`` record: the anomaly, its cause, the fault
+kinds, the allowance's words) goes to ``lab.judge.verdict.judge``. Only anomalous
 messages are looked at one by one: a clean run costs one pass over the history.
 """
 
@@ -32,6 +33,7 @@ import pyarrow.compute as pc
 from lab.history.phases import HEAL, START, fault_events
 from lab.history.record import FAULT_OP, MEASURED_PHASES, mask
 from lab.design.promises import CLOSED, CUT, HOLDERS, IN_FORCE, Allowance, Promises
+from lab.judge.findings import DUPLICATED, Cause, Explanation
 
 NEVER = np.iinfo(np.int64).max
 
@@ -48,8 +50,8 @@ class Fault:
 
 @dataclass
 class Attribution:
-    #: per anomaly, each explanation's words -> how much of the anomaly's count it explains
-    explained: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: each explanation -> how much of its anomaly's count it explains
+    explained: Counter[Explanation] = field(default_factory=Counter)
     #: per anomaly, the codes of messages nothing explains
     unexplained: dict[str, list[int]] = field(default_factory=dict)
 
@@ -101,12 +103,11 @@ def attribute(samples: pa.Table, codes: np.ndarray, promises: Promises, *, lost:
     allowances = {anomaly: [a for a in promises.allowances if a.anomaly == anomaly]
                   for anomaly in ("lost", "duplicated", "reordered")}
 
-    def explain(anomaly: str, code: int, why: str | None, n: int) -> None:
+    def explain(anomaly: str, code: int, why: Explanation | None, n: int) -> None:
         if why is None:
             result.unexplained.setdefault(anomaly, []).append(code)
         else:
-            counts = result.explained.setdefault(anomaly, {})
-            counts[why] = counts.get(why, 0) + n
+            result.explained[why] += n
 
     # lost: each allowance in its declared order; CUT ones match gets to messages at the end
     waiting_for_cut: list[int] = []
@@ -122,7 +123,7 @@ def attribute(samples: pa.Table, codes: np.ndarray, promises: Promises, *, lost:
         cut = next(a for a in allowances["lost"] if a.scope == CUT)
         taken = _match_cut_gets(cut, [messages[c] for c in waiting_for_cut], cuts)
         for code, was_taken in zip(waiting_for_cut, taken):
-            explain("lost", code, _cut_words(cut) if was_taken else None, int(lost[code]))
+            explain("lost", code, _cut(cut) if was_taken else None, int(lost[code]))
 
     # duplicated: every redelivery against the delivery before it
     for code in np.flatnonzero(duplicated).tolist():
@@ -146,8 +147,8 @@ def attribute(samples: pa.Table, codes: np.ndarray, promises: Promises, *, lost:
             first = m.gets[0] if m.gets else None
             until = first.end if first is not None else NEVER
             why = next((w for a in allowances["reordered"]
-                        for w in [_cut_words(a) if a.scope == CUT and _cut_between(cuts, m.queue, m.put_start, until)
-                                  else _closed_words(a) if a.scope == CLOSED
+                        for w in [_cut(a) if a.scope == CUT and _cut_between(cuts, m.queue, m.put_start, until)
+                                  else _closed(a) if a.scope == CLOSED
                                   and _cut_between(reads_broke, None, m.put_start, until)
                                   else _hurt(a, faults, clients, m.put_start, m.put_start, until)
                                   if a.scope not in (CUT, CLOSED) else None] if w), None)
@@ -159,13 +160,13 @@ def attribute(samples: pa.Table, codes: np.ndarray, promises: Promises, *, lost:
 
 
 def _hurt(a: Allowance, faults: list[Fault], clients: set[str], made: int, synced_from: int,
-          until: int) -> str | None:
-    """The words of allowance ``a`` if one of its faults could have hurt a message written
+          until: int) -> Explanation | None:
+    """Allowance ``a``'s explanation if one of its faults could have hurt a message written
     at ``made`` (the write acknowledged at ``synced_from``), up to ``until``; else None."""
     if a.scope == IN_FORCE:
         for f in faults:
             if a.covers(f.kind) and f.start <= until and _plus(f.heal, a.grace_s) >= made:
-                return _words(f.kind, a)
+                return _under((f.kind,), a)
         return None
     if a.scope == HOLDERS:
         struck: set[str] = set()
@@ -178,7 +179,7 @@ def _hurt(a: Allowance, faults: list[Fault], clients: set[str], made: int, synce
                 struck |= servers
                 kinds.append(f.kind)
         if len(struck) >= a.copies:
-            return _words(", ".join(sorted(set(kinds))), a)
+            return _under(tuple(sorted(set(kinds))), a)
     return None
 
 
@@ -186,16 +187,16 @@ def _plus(t: int, seconds: float) -> int:
     return NEVER if t == NEVER else t + round(seconds * 1e9)
 
 
-def _words(kind: str, a: Allowance) -> str:
-    return f"under {kind}: allowed, {a.why}"
+def _under(kinds: tuple[str, ...], a: Allowance) -> Explanation:
+    return Explanation(a.anomaly, Cause.FAULT, kinds, a.why)
 
 
-def _cut_words(a: Allowance) -> str:
-    return f"after a get whose reply never came: allowed, {a.why}"
+def _cut(a: Allowance) -> Explanation:
+    return Explanation(a.anomaly, Cause.CUT_GET, allowance=a.why)
 
 
-def _closed_words(a: Allowance) -> str:
-    return f"after a consumer's connection broke: allowed, {a.why}"
+def _closed(a: Allowance) -> Explanation:
+    return Explanation(a.anomaly, Cause.BROKEN_READ, allowance=a.why)
 
 
 # ----------------------------------------------------------------------------- cut gets
@@ -271,7 +272,8 @@ def _broken_connections(samples: pa.Table) -> dict[str, np.ndarray]:
 
 def _counted_deliveries(m: _Message) -> list[_Op]:
     """The message's deliveries less those its consumer handed back: a release hands back
-    that consumer's latest delivery before it."""
+    that consumer's latest delivery before it (``_messages`` keeps no release that failed:
+    it certainly did not happen, so the delivery before it stands)."""
     gets = list(m.gets)
     for release in sorted(m.releases, key=lambda r: r.start):
         mine = [g for g in gets if g.client == release.client and g.start <= release.start]
@@ -282,23 +284,23 @@ def _counted_deliveries(m: _Message) -> list[_Op]:
 
 def _redelivery(promises: Promises, allowances: list[Allowance], faults: list[Fault], clients: set[str],
                 cuts: dict[str | None, np.ndarray], broke: dict[str, np.ndarray], m: _Message,
-                previous: _Op, again: _Op) -> str | None:
+                previous: _Op, again: _Op) -> Explanation | None:
     """Why ``again`` delivered the message once more after ``previous``, or None."""
     acked = [a.end for a in m.acks if a.client == previous.client and a.outcome == "ok" and a.start >= previous.start]
     if promises.lease_s is not None:
         expiry = previous.start + round(promises.lease_s * 1e9)
         if again.end >= expiry and not any(t < expiry for t in acked):
-            return f"after a lease of {promises.lease_s:g} s ran out unacknowledged"
+            return Explanation(DUPLICATED, Cause.LEASE, lease_s=promises.lease_s)
     if promises.hands_back_on_close and not any(t <= again.start for t in acked):
         failures = broke.get(previous.client)
         if failures is not None and len(failures):
             i = np.searchsorted(failures, previous.start, side="left")
             if i < len(failures) and failures[i] <= again.end:
-                return "handed back unacknowledged when its consumer's connection broke"
+                return Explanation(DUPLICATED, Cause.HANDED_BACK)
     for a in allowances:
         if a.scope == CUT:
             if _cut_between(cuts, m.queue, previous.start, again.end):
-                return _cut_words(a)
+                return _cut(a)
         elif a.scope == HOLDERS:
             why = _hurt(a, faults, clients, previous.start, previous.end, again.start)
             if why:
@@ -329,7 +331,7 @@ def _messages(samples: pa.Table, codes: np.ndarray, chosen: np.ndarray) -> dict[
             m.gets.append(_Op(client, start, end, outcome))
         elif op == "ack":
             m.acks.append(_Op(client, start, end, outcome))
-        elif op == "release":
+        elif op == "release" and outcome != "fail":
             m.releases.append(_Op(client, start, end, outcome))
     for m in messages.values():
         m.gets.sort(key=lambda g: g.start)

@@ -10,11 +10,11 @@ what came out":
   outcome was not ok (Jepsen: ok minus enqueued);
 - the verdict holds these counts and the reordering to what the design promises under
   the run's options, read mode and faults (``lab.judge.verdict.judge_run``): ``valid``,
-  ``allowed`` (an anomaly the promises permit under one of the run's faults) or
-  ``invalid`` (a broken promise, named). A run that is no evidence at all — no put
-  acknowledged, nothing ever delivered — is invalid (a client timeout shorter than the
-  network's round trip must not pass as a clean run). Without the run's facts (a bare
-  history) the rule is Jepsen's: nothing lost, nothing unexpected.
+  ``allowed`` (an anomaly the promises permit under one of the run's faults),
+  ``invalid`` (a broken promise, named) or ``no evidence`` (no put acknowledged, nothing
+  ever delivered: a client timeout shorter than the network's round trip must not pass as
+  a clean run, nor count as a catch). Without the run's facts (a bare history) the rule is
+  Jepsen's: nothing lost, nothing unexpected.
 
 Order is real-time order (``lab.judge.order``): message B overtook message A of the same queue
 when A's put was acknowledged before B's put was invoked and B's get returned before A's
@@ -23,10 +23,12 @@ calls that overlap promise nothing. A design that promises order per consumer on
 (``FIFO_PER_CONSUMER``) is checked per consumer. Messages delivered more than once are left
 out of the order (the duplicates count them).
 
-A get whose consumer then released the message (a ``release`` row, whatever its outcome:
-a release refused or lost still leaves the message to come back) is no delivery: the
-message was handed back, and its next delivery is the one that counts. A released message
-is left out of the reordering: it comes back behind later ones by design.
+A get whose consumer then released the message (a ``release`` row whose outcome is ok or
+unknown: a release lost on its way may still have happened) is no delivery: the message
+was handed back, and its next delivery is the one that counts. A release that failed
+(``fail``: it certainly did not happen) hands nothing back, so the delivery before it
+stands and a later one is a duplicate. A released message is left out of the reordering:
+it comes back behind later ones by design.
 
 The checker needs a complete drain, like Jepsen's: the runner drains every queue
 before it stops.
@@ -42,48 +44,36 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lab.judge import words
 from lab.judge.attribution import attribute, failed_operations
+from lab.judge.findings import Counts, Verdict, explanations_to_list
 from lab.judge.order import Reordering, check_order
 from lab.history.record import mask, message_codes
 from lab.design.promises import FIFO_PER_CONSUMER, NO_ORDER, total_queue
-from lab.judge.verdict import NO_ANOMALY, Judgement, RunFacts, delivery_problem, judge_run
+from lab.judge.verdict import Judgement, RunFacts, judge_run
 
 EXAMPLES = 10  # how many ids of each anomaly the verdict lists
 
 
 @dataclass
-class Verdict:
-    attempts: int
-    enqueued: int
-    dequeued: int
-    ok: int
-    lost: int
-    unexpected: int
-    duplicated: int
-    recovered: int
+class Check:
+    """What the checker found in one run: the counts, the reordering's summary, example ids
+    of each anomaly, the explanations, and the judgement of them against ``facts``."""
+
+    counts: Counts
     reordering: Reordering
     examples: dict[str, list[str]] = field(default_factory=dict)
-    #: per anomaly, how much of its count each fault, lease or release explains (``lab.judge.attribution``)
-    explained: dict[str, dict[str, int]] = field(default_factory=dict)
-    #: operations that failed or timed out, by what they were (``lab.judge.attribution.failed_operations``)
-    failed: dict[str, int] = field(default_factory=dict)
+    #: each explanation -> how much of its anomaly's count it accounts for (``lab.judge.attribution``)
+    explained: dict = field(default_factory=dict)
     #: the design, options, read mode and faults the counts are judged against (None: Jepsen's rule)
     facts: RunFacts | None = None
 
-    @property
-    def problem(self) -> str | None:
-        """Why the run shows nothing about delivery, or None."""
-        return delivery_problem(self.attempts, self.enqueued, self.dequeued)
-
     @cached_property
     def judgement(self) -> Judgement:
-        return judge_run(self.facts, attempts=self.attempts, enqueued=self.enqueued, dequeued=self.dequeued,
-                         lost=self.lost, unexpected=self.unexpected, duplicated=self.duplicated,
-                         inversions=self.reordering.inversions, explained=self.explained, failed=self.failed)
+        return judge_run(self.facts, self.counts, self.explained)
 
     @property
-    def verdict(self) -> str:
-        """valid, allowed or invalid (``lab.judge.verdict``)."""
+    def verdict(self) -> Verdict:
         return self.judgement.verdict
 
     @property
@@ -95,26 +85,21 @@ class Verdict:
         return self.judgement.valid
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.pop("facts")  # the manifest holds them: backend, options, workload, fault_kinds
-        d.update(verdict=self.verdict, reason=self.reason, valid=self.valid, problem=self.problem)
-        return d
+        """As a run's manifest holds it (the facts are the manifest's own: backend, options,
+        workload, fault_kinds)."""
+        c = self.counts
+        return {"attempts": c.attempts, "enqueued": c.enqueued, "dequeued": c.dequeued, "ok": c.ok, "lost": c.lost,
+                "unexpected": c.unexpected, "duplicated": c.duplicated, "recovered": c.recovered,
+                "reordering": asdict(self.reordering), "examples": self.examples,
+                "explanations": explanations_to_list(self.explained), "failed": dict(c.failed),
+                "verdict": str(self.verdict), "reason": self.reason, "valid": self.valid,
+                "broken": list(self.judgement.broken), "problem": self.judgement.problem}
 
     def line(self) -> str:
-        verdict = self.verdict.upper()
-        note = self.problem or (None if self.reason == NO_ANOMALY else self.reason)
-        if note:
-            verdict = f"{verdict} ({note})"
-        r = self.reordering
-        return (
-            f"{verdict}: {self.attempts} attempted, {self.ok} ok, {self.lost} lost, "
-            f"{self.unexpected} unexpected, {self.duplicated} duplicated, {self.recovered} recovered; "
-            f"{r.inversions} inversions ({r.overtaken} of {r.checked} messages overtaken, at most by "
-            f"{r.most_overtakers}; order per {r.scope})"
-        )
+        return words.line(self.verdict, self.reason, self.counts, self.reordering)
 
 
-def check(samples: pa.Table, facts: RunFacts | None = None) -> Verdict:
+def check(samples: pa.Table, facts: RunFacts | None = None) -> Check:
     """The verdict of one run's samples (a table with the sample schema, or at least its op,
     client, msg_id, t_start_ns, latency_ns and outcome columns; string columns may be
     dictionary-encoded), judged against the promises ``facts`` name (None: Jepsen's
@@ -134,7 +119,7 @@ def check(samples: pa.Table, facts: RunFacts | None = None) -> Verdict:
 
     attempts = counts(put)
     enqueued = counts(put & ok_outcome)
-    released = counts(mask(samples, "op", "release"))
+    released = counts(mask(samples, "op", "release") & ~mask(samples, "outcome", "fail"))  # a failed one: none
     dequeued = np.maximum(counts(got) - released, 0)  # handed back: not delivered
     del put, ok_outcome
 
@@ -166,18 +151,13 @@ def check(samples: pa.Table, facts: RunFacts | None = None) -> Verdict:
     for anomaly, chosen in attribution.unexplained.items():
         names = ids.take(pa.array(chosen))
         examples[f"unexplained {anomaly}"] = names.take(pc.sort_indices(names)[:EXAMPLES]).to_pylist()
-    return Verdict(
-        attempts=int(attempts.sum(dtype=np.int64)),
-        enqueued=int(enqueued.sum(dtype=np.int64)),
-        dequeued=int(dequeued.sum(dtype=np.int64)),
-        ok=totals["ok"],
-        lost=totals["lost"],
-        unexpected=totals["unexpected"],
-        duplicated=totals["duplicated"],
-        recovered=totals["recovered"],
+    return Check(
+        counts=Counts(attempts=int(attempts.sum(dtype=np.int64)), enqueued=int(enqueued.sum(dtype=np.int64)),
+                      dequeued=int(dequeued.sum(dtype=np.int64)), ok=totals["ok"], lost=totals["lost"],
+                      unexpected=totals["unexpected"], duplicated=totals["duplicated"], recovered=totals["recovered"],
+                      inversions=order.summary.inversions, failed=failed_operations(samples)),
         reordering=order.summary,
         examples=examples,
-        explained=attribution.explained,
-        failed=failed_operations(samples),
+        explained=dict(attribution.explained),
         facts=facts,
     )

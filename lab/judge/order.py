@@ -23,7 +23,15 @@ instant, unless the network and the server took no time at all); one that took n
 not. In "ticks" of half a nanosecond (``Timeline``): a call begins at ``2 t`` and ends at
 ``2 t - 1`` if it took time, ``2 t`` if not, and "before" is ``<`` on ticks.
 
-What is checked: messages attempted (a put row) and delivered exactly once, never released.
+One client's calls are a sequence whatever their instants: a call it made after another
+ended came after it, even when the clock did not move between them (a prefetching client
+handing out the records of one fetch from its buffer takes no time in the sim). So a call
+that took no time is also before the calls its own client made next in the same tick — the
+client's order is its rows' order, the recorder's — while calls of different clients at the
+same instant stay unordered (``_tied`` counts the pairs that only this orders).
+
+What is checked: messages attempted (a put row) and delivered exactly once, never released
+(a release that failed, ``fail``, did not happen).
 A released message comes back behind later ones by design; a redelivered one has no single
 delivery to order; an unexpected one (never attempted) has no put. The delivery and
 duplicate counts of ``lab.judge.checker`` speak for all of those.
@@ -78,6 +86,14 @@ class Timeline:
     get_start: np.ndarray  # its delivery's invocation
     get_done: np.ndarray  # its delivery's return
     queues: int  # distinct queues among them
+    # where each call stands in its client's sequence (its row) and which client made it: for
+    # calls of one client in one tick (``_tied``)
+    put_start_row: np.ndarray  # the row of its first put
+    put_acked_row: np.ndarray  # the row of its first acknowledged put; -1 where none
+    get_row: np.ndarray  # the row of its delivery
+    put_start_client: np.ndarray
+    put_acked_client: np.ndarray
+    get_client: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -97,6 +113,8 @@ def timeline(samples: pa.Table, codes: np.ndarray, n: int, per_consumer: bool = 
     ok = mask(samples, "outcome", "ok")
     op = _encode(samples.column("op"), ("put", "get", "release"))
     op[codes < 0] = -1  # a row with no message (an empty get) is none of them
+    op[(op == 2) & mask(samples, "outcome", "fail")] = -1  # a release that failed handed nothing back
+    client = _encode(samples.column("client"))
     put_rows = np.flatnonzero(op == 0)
     got_rows = np.flatnonzero((op == 1) & ok)
 
@@ -106,6 +124,9 @@ def timeline(samples: pa.Table, codes: np.ndarray, n: int, per_consumer: bool = 
     acked = ok[put_rows]
     acked_rows = put_rows[acked]
     put_acked = _least(n, put_codes[acked], _ticks_done(start[acked_rows], latency[acked_rows]))
+    # the row of the put that holds each instant (the first such in its client's order, at a tie)
+    first_put = _first_row(n, put_codes, 2 * start[put_rows], put_rows)
+    first_ack = _first_row(n, put_codes[acked], _ticks_done(start[acked_rows], latency[acked_rows]), acked_rows)
     del acked, acked_rows, ok
 
     # checked: put, delivered exactly once, never released
@@ -122,10 +143,14 @@ def timeline(samples: pa.Table, codes: np.ndarray, n: int, per_consumer: bool = 
     group = queue_of[index]
     queues = int(np.count_nonzero(np.bincount(group))) if group.size else 0
     if per_consumer and rows.size:
-        consumer = _encode(samples.column("client"))[rows]
+        consumer = client[rows]
         group = group * (int(consumer.max()) + 1) + consumer
+    put_row, ack_row = first_put[index], first_ack[index]
+    no_ack = ack_row == _NONE
+    ack_row = np.where(no_ack, -1, ack_row)
     return Timeline(index, group, put_start[index], put_acked[index], 2 * start[rows],
-                    _ticks_done(start[rows], latency[rows]), queues)
+                    _ticks_done(start[rows], latency[rows]), queues, put_row, ack_row, rows.astype(np.int64),
+                    client[put_row], np.where(no_ack, -1, client[np.maximum(ack_row, 0)]), client[rows])
 
 
 def _ticks_done(start: np.ndarray, latency: np.ndarray) -> np.ndarray:
@@ -143,11 +168,25 @@ def _least(n: int, codes: np.ndarray, values: np.ndarray) -> np.ndarray:
     return out
 
 
+def _first_row(n: int, codes: np.ndarray, ticks: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Per code (``n`` of them): the row of its least tick, the first row among equal ones;
+    ``_NONE`` where it has none."""
+    out = np.full(n, _NONE, np.int64)
+    if codes.size == 0 or np.bincount(codes).max() == 1:  # each code once: a plain scatter
+        out[codes] = rows
+        return out
+    order = np.lexsort((rows, ticks, codes))
+    ordered = codes[order]
+    first = order[np.r_[True, ordered[1:] != ordered[:-1]]]
+    out[codes[first]] = rows[first]
+    return out
+
+
 def check_order(samples: pa.Table, codes: np.ndarray, n: int, per_consumer: bool = False) -> OrderCheck:
     """The order check of a run's samples (``timeline``'s arguments): how many messages
     overtook each message, and the summary."""
     t = timeline(samples, codes, n, per_consumer)
-    per_checked = overtakers_of(t)
+    per_checked = overtakers_of(t) + _tied(t)
     counts = np.zeros(n, np.int64)
     counts[t.index] = per_checked
     summary = Reordering(scope=PER_CONSUMER if per_consumer else PER_QUEUE, queues=t.queues, checked=int(t.index.size),
@@ -185,6 +224,49 @@ def overtakers_of(t: Timeline) -> np.ndarray:
     return counts
 
 
+def _tied(t: Timeline) -> np.ndarray:
+    """Per checked message of ``t``: the checked messages that overtook it only by a client's
+    own sequence — a call that took no time before that client's next call in the same tick,
+    which ticks alone leave unordered. Ticks already order every other pair, and such a tie
+    needs equal ticks on one side at least, so the pairs counted here and by
+    ``overtakers_of`` are disjoint:
+
+    - its delivery and the overtaker's are calls of one consumer in one tick, the
+      overtaker's first, and its put was acknowledged before the overtaker's was invoked;
+    - its put's acknowledgement and the overtaker's put are calls of one producer in one
+      tick, its own first, and the overtaker was delivered before its get was invoked;
+    - both at once.
+    """
+    m = t.index.size
+    counts = np.zeros(m, np.int64)
+    if m < 2:
+        return counts
+    acked = t.put_acked != _NONE
+    zero_get = t.get_done == t.get_start  # a delivery that took no time: it may precede a call of its tick
+    zero_ack = acked & (t.put_acked % 2 == 0)  # an acknowledgement that took no time, likewise
+    after_zero_get = acked & np.isin(t.get_start, t.get_done[zero_get])
+    after_zero_ack = np.isin(t.put_start, t.put_acked[zero_ack])
+    get_tick = (t.get_client, t.get_done), (t.get_client, t.get_start)  # (the overtaker's, the overtaken's)
+    put_tick = (t.put_start_client, t.put_start), (t.put_acked_client, t.put_acked)
+    cases = (  # points (overtakers), queries (overtaken), the keys they share, and the two orders
+        (zero_get, after_zero_get, [get_tick], (-t.get_row, -t.put_start), (-t.get_row, -t.put_acked)),
+        (after_zero_ack, zero_ack, [put_tick], (t.put_start_row, t.get_done), (t.put_acked_row, t.get_start)),
+        (zero_get & after_zero_ack, zero_ack & after_zero_get, [put_tick, get_tick],
+         (t.put_start_row, t.get_row), (t.put_acked_row, t.get_row)),
+    )
+    for points, queries, ticks, (px, py), (qx, qy) in cases:
+        p, q = np.flatnonzero(points), np.flatnonzero(queries)
+        if not p.size or not q.size:
+            continue
+        point_key = np.stack([t.group[p], *(a[p] for tick in ticks for a in tick[0])], axis=1)
+        query_key = np.stack([t.group[q], *(a[q] for tick in ticks for a in tick[1])], axis=1)
+        _, key = np.unique(np.concatenate([point_key, query_key]), axis=0, return_inverse=True)
+        key = key.reshape(-1)
+        folded = _keys(key[:p.size], px[p], py[p], qx[q], qy[q], group_of_queries=key[p.size:])
+        counts[q] += _dominance(*folded)
+    return counts
+
+
 def _keys(group: np.ndarray, px: np.ndarray, py: np.ndarray, qx: np.ndarray, qy: np.ndarray,
           group_of_queries: np.ndarray) -> tuple[np.ndarray, ...]:
     """Each instant as ``group * span + (instant - first)``: comparisons within a group are
@@ -193,7 +275,7 @@ def _keys(group: np.ndarray, px: np.ndarray, py: np.ndarray, qx: np.ndarray, qy:
     arrays = [a for a in (px, py, qx, qy) if a.size]
     first = min(int(a.min()) for a in arrays)
     span = max(int(a.max()) for a in arrays) - first + 1
-    groups = int(group.max()) + 1
+    groups = max(int(group.max(initial=0)), int(group_of_queries.max(initial=0))) + 1
     if groups * span >= 2**62:  # ranks keep order and ties, in a span of at most 4m
         values, ranks = np.unique(np.concatenate([px, py, qx, qy]), return_inverse=True)
         first, span = 0, values.size

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from lab.design.registry import CONTROL
 from lab.judge.summary import format_ns
-from lab.judge.verdict import ALLOWED, INVALID, VALID
+from lab.judge.findings import Verdict
 
 #: the worlds a comparison runs in, in the order the answer names them
 WORLDS = ("sim", "live")
@@ -35,25 +35,25 @@ def compare_answer(rows: Sequence[Row]) -> str:
 def delivery_sentences(rows: Sequence[Row]) -> list[str]:
     """Every broken promise alone and first, then per workload the losses, duplicates and other
     anomalies the promises allow or contain, each design once with both worlds, then the rest."""
-    notable = [r for r in rows if r["lost"] or r["duplicated"] or r["verdict"] != VALID]
+    notable = [r for r in rows if r["lost"] or r["duplicated"] or r["verdict"] != Verdict.VALID]
     if not notable:
         if len(rows) == 1:
             return ["No design lost or duplicated an acknowledged message in the one run, and its verdict is valid."]
         return [f"No design lost or duplicated an acknowledged message in any of the {_count(len(rows), 'run')}, "
                 "and every verdict is valid."]
     # a broken design is never one item of a list: its own sentence, the checker's whole reason
-    said = [_broken(r) for r in notable if r["verdict"] == INVALID]
-    kept = [r for r in notable if r["verdict"] != INVALID]
+    said = [_broken(r) for r in notable if r["verdict"] == Verdict.INVALID]
+    kept = [r for r in notable if r["verdict"] != Verdict.INVALID]
     for workload in dict.fromkeys(r["workload"] for r in kept):
         mine = [r for r in kept if r["workload"] == workload]
         for kind in KINDS:
-            for verdict in (ALLOWED, VALID):
+            for verdict in (Verdict.ALLOWED, Verdict.VALID):
                 group = [r for r in mine if _kind(r) == kind and r["verdict"] == verdict]
                 if group:
                     said.append(_grouped(workload, kind, verdict, group))
     rest = len(rows) - len(notable)
     others = f"The other {'run' if rest == 1 else _count(rest, 'run')} lost and duplicated nothing" if rest else ""
-    if any(r["verdict"] == INVALID for r in rows):
+    if any(r["verdict"] == Verdict.INVALID for r in rows):
         return said + ([others + "."] if others else [])
     return said + [f"{others}, and no run broke its design's promises." if others
                    else "No run broke its design's promises."]
@@ -72,8 +72,8 @@ _VERBS = {"lost": "lost acknowledged messages", "duplicated": "delivered duplica
 _NOUNS = {"lost": ("acknowledged message lost", "acknowledged messages lost"),
           "duplicated": ("duplicate delivery", "duplicate deliveries"),
           "reordered": ("inversion of the real-time order", "inversions of the real-time order")}
-_ALLOW = {ALLOWED: ("as its promises allow", "each as its promises allow"),
-          VALID: ("within its promises", "each within its promises")}
+_ALLOW = {Verdict.ALLOWED: ("as its promises allow", "each as its promises allow"),
+          Verdict.VALID: ("within its promises", "each within its promises")}
 
 
 def _kind(r: Row) -> str:

@@ -1,4 +1,5 @@
-"""Verdict charts: verdicts as coloured cells (valid green, allowed amber, invalid red).
+"""Verdict charts: verdicts as coloured cells (valid green, allowed amber, invalid red, no
+evidence grey).
 
 ``verdict_grid`` draws the cells with their numbers on an axis (the compare figure's grid and
 the notebooks'); ``verdict_heatmap`` is a figure of one grid and its legend, ``lab matrix``'s
@@ -12,22 +13,23 @@ from typing import Mapping
 
 from matplotlib.figure import Figure
 
-from lab.judge.verdict import ALLOWED, INVALID, VALID
+from lab.judge.findings import Verdict
 
-VERDICT_COLOURS = {VALID: "#4caf50", ALLOWED: "#ffb300", INVALID: "#e53935"}
-VERDICT_LEVEL = {VALID: 0, ALLOWED: 1, INVALID: 2}
+VERDICT_COLOURS = {Verdict.VALID: "#4caf50", Verdict.ALLOWED: "#ffb300", Verdict.INVALID: "#e53935",
+                   Verdict.NO_EVIDENCE: "#9e9e9e"}
+VERDICT_LEVEL = {verdict: level for level, verdict in enumerate(VERDICT_COLOURS)}
 
 
 def verdict_grid(ax, cells: Mapping[tuple[str, str], tuple[str, str]], title: str | None = None) -> None:
     """On ``ax``: ``cells`` maps (row, column) to (verdict, text); rows and columns in
     first-seen order; each cell coloured by its verdict (valid green, allowed amber,
-    invalid red; no cell: blank, marked "not run") with its text on it."""
+    invalid red, no evidence grey; no cell: blank, marked "not run") with its text on it."""
     from matplotlib.colors import ListedColormap
 
     columns = list(dict.fromkeys(c for _, c in cells))
     labels = list(dict.fromkeys(r for r, _ in cells))
     grid = [[VERDICT_LEVEL[cells[(l, c)][0]] if (l, c) in cells else math.nan for c in columns] for l in labels]
-    ax.imshow(grid, cmap=ListedColormap([VERDICT_COLOURS[v] for v in (VALID, ALLOWED, INVALID)]), vmin=0, vmax=2,
+    ax.imshow(grid, cmap=ListedColormap(list(VERDICT_COLOURS.values())), vmin=0, vmax=len(VERDICT_COLOURS) - 1,
               aspect="auto")
     for i, label in enumerate(labels):
         for j, column in enumerate(columns):
@@ -46,7 +48,7 @@ def verdict_legend(figure: Figure) -> None:
     from matplotlib.patches import Patch
 
     figure.legend(handles=[Patch(color=c, label=v) for v, c in VERDICT_COLOURS.items()], loc="outside lower center",
-                  ncols=3, fontsize=8)
+                  ncols=len(VERDICT_COLOURS), fontsize=8)
 
 
 def verdict_heatmap(cells: Mapping[tuple[str, str], tuple[str, str]], *, title: str, path=None) -> Figure:

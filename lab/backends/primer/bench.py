@@ -98,12 +98,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for name, options in SETTINGS.items():
                 print(f"split: {name}, {shape}, {world} world", flush=True)
                 res = run_workload(workload, "primer", world, progress=False, options=options)
-                v = res.verdict
+                c = res.check
                 ok, not_ok = _split_puts(res)
-                splits.append({"setting": name, "shape": shape, "world": world, "lost": v.lost,
-                               "duplicated": v.duplicated, "inversions": v.reordering.inversions,
+                splits.append({"setting": name, "shape": shape, "world": world, "lost": c.counts.lost,
+                               "duplicated": c.counts.duplicated, "inversions": c.reordering.inversions,
                                "split_puts_ok": ok, "split_puts_not_ok": not_ok,
-                               "verdict": v.judgement.verdict, "reason": v.judgement.reason,
+                               "verdict": str(c.verdict), "reason": c.reason,
                                "run_dir": str(res.run_dir)})
 
     results = {"settings": SETTINGS, "latency": latency, "splits": splits, "repeats": args.repeats}

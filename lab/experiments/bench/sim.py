@@ -172,7 +172,7 @@ def hour_child(seconds: float, backend: str, out: str) -> dict[str, Any]:
     wall = time.perf_counter() - start
     return {"workload": HOUR_WORKLOAD, "backend": backend, "simulated_seconds": result.world_seconds,
             "samples": result.samples, "wall_seconds": wall, "world_run_wall_seconds": result.wall_seconds,
-            "samples_per_wall_second": result.samples / wall, "verdict": result.verdict.verdict,
+            "samples_per_wall_second": result.samples / wall, "verdict": str(result.verdict),
             "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,  # Linux: KiB
             "parquet_bytes": (result.run_dir / "samples.parquet").stat().st_size}
 

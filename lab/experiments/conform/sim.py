@@ -15,7 +15,7 @@ import yaml
 from lab.design.options import BadOption
 from lab.experiments.conform.report import FAIL, PASS, SKIP, Line
 from lab.experiments.conform.target import Target, label, reads, short_load
-from lab.judge.verdict import INVALID, VALID
+from lab.judge.findings import Verdict
 
 WORLD = "sim"
 #: values no option of a design should take: at least one must be refused
@@ -76,8 +76,8 @@ def no_fault(target: Target, world: str = WORLD) -> list[Line]:
         for options in sets:
             out = target.out(f"no-fault-{world}", f"{label(options)}-{'reliable' if reliable else 'plain'}")
             result = _run(target, short_load(reliable), world, options, out)
-            if result.verdict.verdict != VALID:
-                bad.append(f"{label(options)}: {result.verdict.line()}")
+            if result.verdict is not Verdict.VALID:
+                bad.append(f"{label(options)}: {result.check.line()}")
         shown = ", ".join(label(o) for o in sets)
         lines.append(Line(check, FAIL, "; ".join(bad)) if bad else Line(check, PASS, f"VALID ({shown})"))
     return lines
@@ -154,13 +154,13 @@ def fault_matrix(target: Target) -> list[Line]:
     bad = []
     for (scenario, options, data), outcome in zip(work, outcomes):
         run = seed_run(outcome, 1, data, str(target.out("matrix", label(options), scenario)))
-        if run.verdict in (INVALID, ERROR):
+        if run.verdict in (Verdict.INVALID, Verdict.NO_EVIDENCE, ERROR):  # no evidence: nothing shown honest
             bad.append(f"{scenario} with {label(options)}: {run.verdict.upper()} {run.reason}")
     note = f"; not applied: {', '.join(refused)}" if refused else ""
     if bad:
         return [Line(check, FAIL, "; ".join(bad) + note)]
     return [Line(check, PASS, f"{len(work)} runs ({', '.join(fault_scenarios())} x {len(target.option_sets())} "
-                              f"option set(s)), none invalid{note}")]
+                              f"option set(s)), none invalid or without evidence{note}")]
 
 
 def swarm(target: Target) -> list[Line]:
@@ -178,8 +178,8 @@ def swarm(target: Target) -> list[Line]:
                            workload=base, out=target.out("swarm", label(options)), shrink=False, progress=False,
                            echo=lambda line: None)
         runs += len(result.runs)
-        for finding in result.findings:
-            r = finding.run
+        shown_nothing = [r for r in result.runs if r.verdict == Verdict.NO_EVIDENCE]
+        for r in [finding.run for finding in result.findings] + shown_nothing:
             bad.append(f"{label(options)} seed {r.seed}: {r.verdict.upper()} {r.reason} (faults: {r.faults}; "
                        f"replay: lab swarm --backend {target.name} --seeds {r.seed}"
                        + "".join(f" --option {k}={v}" for k, v in options.items()) + ")")
