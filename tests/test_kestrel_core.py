@@ -195,9 +195,9 @@ RELIABLE = {"name": "k", "queues": 2, "producers": 2, "consumers": 2, "message_s
 @pytest.mark.parametrize("ack", ["auto", "reliable"])
 def test_runner_valid_in_both_worlds(tmp_path: Path, world: str, ack: str):
     result = run(parse_workload({**RELIABLE, "ack": ack}), "kestrel", world, out=tmp_path / world, progress=False)
-    assert result.verdict.valid, result.verdict.line()
-    assert result.verdict.ok == result.verdict.attempts > 500
-    assert result.verdict.duplicated == 0
+    assert result.check.valid, result.check.line()
+    assert result.check.counts.ok == result.check.counts.attempts > 500
+    assert result.check.counts.duplicated == 0
 
 
 # One consumer behind two producers: a backlog sits in the queue when the server dies.
@@ -209,8 +209,8 @@ def test_runner_crash_loses_stored_items_unless_every_write_is_synced(tmp_path: 
     never = run(parse_workload(CRASH), "kestrel", "sim", out=tmp_path / "never", progress=False)
     always = run(parse_workload(CRASH), "kestrel", "sim", out=tmp_path / "always", progress=False,
                  options={"syncJournal": "always"})
-    assert not never.verdict.valid and never.verdict.lost > 0
-    assert always.verdict.valid and always.verdict.lost == 0
+    assert not never.check.valid and never.check.counts.lost > 0
+    assert always.check.valid and always.check.counts.lost == 0
 
 
 def test_sim_a_big_queue_restarts_in_read_behind_with_fifo_kept():

@@ -15,7 +15,7 @@ from lab.experiments.planting import plant
 from lab.history.phases import fault_text
 from lab.history.record import Recorder
 from lab.judge.recovery import time_to_recover
-from lab.judge.verdict import ALLOWED, VALID
+from lab.judge.findings import Verdict
 
 MS = 1_000_000
 
@@ -63,9 +63,9 @@ def test_a_small_matrix_is_one_table_of_cells_over_seeds(tmp_path):
     ideal, kestrel = rows[("ideal", "")], rows[("kestrel", "syncJournal=always")]
     assert ideal["seeds"] == kestrel["seeds"] == 2
     # in memory, a crash loses what was queued: allowed, never recovered; a synced journal loses nothing
-    assert ideal["verdict"] == ALLOWED and ideal["lost"] > 0 and "crash" in ideal["reason"]
+    assert ideal["verdict"] == Verdict.ALLOWED and ideal["lost"] > 0 and "crash" in ideal["reason"]
     assert ideal["recover_s"] is None and ideal["undelivered"] > 0
-    assert kestrel["verdict"] == VALID and kestrel["lost"] == 0 and kestrel["recover_s"] is not None
+    assert kestrel["verdict"] == Verdict.VALID and kestrel["lost"] == 0 and kestrel["recover_s"] is not None
     for row in (ideal, kestrel):  # per-phase latency, from the Spark pipeline's merged histograms
         assert row["put_steady_p50_ns"] > 0 and row["put_steady_p999_ns"] >= row["put_steady_p50_ns"]
         assert row["e2e_heal_p99_ns"] > 0

@@ -56,10 +56,10 @@ def test_a_run_with_a_planted_mutant_is_invalid_and_says_so_in_its_manifest_and_
     w = parse_workload({**SHORT, "producers": 4, "consumers": 1, "consumer_delay": 0.3})  # a backlog: crowded gets
     with plant("ideal-skips-the-head"):
         broken = run(w, "ideal", "sim", out=tmp_path / "m", progress=False)
-    assert broken.verdict.verdict == "invalid" and "FIFO per queue" in broken.verdict.reason, broken.verdict.line()
+    assert broken.verdict == "invalid" and "FIFO per queue" in broken.check.reason, broken.check.line()
     assert json.loads((broken.run_dir / "manifest.json").read_text())["mutant"] == "ideal-skips-the-head"
     again = run(w, "ideal", "sim", out=tmp_path / "c", progress=False)
-    assert again.verdict.verdict == "valid", again.verdict.line()
+    assert again.verdict == "valid", again.check.line()
     assert "mutant" not in json.loads((again.run_dir / "manifest.json").read_text())
 
 
@@ -157,10 +157,10 @@ def test_a_live_run_keeps_its_server_logs_and_they_show_the_mutant_planted_in_th
         result = run(w, "kestrel", "live", seed=1, out=tmp_path / "m", progress=False, options=dict(m.options))
     log = (result.run_dir / "servers" / "kestrel.log").read_text()
     assert "lab: mutant kestrel-open-reads-time-out-at-once planted" in log
-    assert result.verdict.verdict == "invalid" and "duplicate" in result.verdict.reason, result.verdict.line()
+    assert result.verdict == "invalid" and "duplicate" in result.check.reason, result.check.line()
     control = run(w, "kestrel", "live", seed=1, out=tmp_path / "c", progress=False, options=dict(m.options))
     assert "planted" not in (control.run_dir / "servers" / "kestrel.log").read_text()
-    assert control.verdict.verdict == "valid", control.verdict.line()
+    assert control.verdict == "valid", control.check.line()
 
 
 def test_the_list_names_each_mutant_its_promise_and_its_first_scenarios_and_runs_nothing(tmp_path, capsys):

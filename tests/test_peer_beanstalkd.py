@@ -57,8 +57,8 @@ def test_promises_follow_the_fsync_setting():
 def test_a_no_fault_run_is_valid_and_leaves_nothing_behind(tmp_path: Path):
     pids, mounts = peer_support.processes(b"beanstalkd"), peer_support.mounts("beanstalkd", tmp_path)
     result = live("steady", tmp_path, duration=2.0)
-    assert result.verdict.verdict == "valid", result.verdict.line()
-    assert result.verdict.lost == 0 and result.verdict.ok > 500
+    assert result.verdict == "valid", result.check.line()
+    assert result.check.counts.lost == 0 and result.check.counts.ok > 500
     assert peer_support.processes(b"beanstalkd") - pids == set()
     assert peer_support.mounts("beanstalkd", tmp_path) - mounts == set()
 
@@ -66,20 +66,20 @@ def test_a_no_fault_run_is_valid_and_leaves_nothing_behind(tmp_path: Path):
 def test_a_power_loss_under_fsync_0_loses_nothing_acknowledged(tmp_path: Path):
     result = live("crash", tmp_path, fsync=0)
     peer_support.nothing_lost(result, *REDELIVERED)
-    assert result.verdict.ok > 500, result.verdict.line()
+    assert result.check.counts.ok > 500, result.check.line()
 
 
 def test_a_power_loss_under_fsync_never_loses_the_unsynced_binlog_as_allowed(tmp_path: Path):
     result = live("crash", tmp_path, fsync="never")
-    assert result.verdict.verdict == "allowed", result.verdict.line()
-    assert result.verdict.lost > 0
-    assert "fsync=never" in result.verdict.line()
+    assert result.verdict == "allowed", result.check.line()
+    assert result.check.counts.lost > 0
+    assert "fsync=never" in result.check.line()
 
 
 def test_kill_9_under_fsync_never_loses_nothing_the_page_cache_holds(tmp_path: Path):
     result = live("kill", tmp_path, fsync="never")
     peer_support.nothing_lost(result, *REDELIVERED)
-    assert result.verdict.ok > 500, (result.verdict.line(), result.warnings)
+    assert result.check.counts.ok > 500, (result.check.line(), result.warnings)
 
 
 def test_a_pause_loses_nothing(tmp_path: Path):

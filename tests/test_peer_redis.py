@@ -30,8 +30,8 @@ def test_appendfsync_takes_redis_words_and_no_is_not_false():
 def test_a_no_fault_run_is_valid_and_leaves_nothing_behind(tmp_path: Path):
     before, mounted = processes(b"redis-server"), mounts("redis", tmp_path)
     result = live("redis", "steady", tmp_path, duration=2.0)
-    assert result.verdict.verdict == "valid", result.verdict.line()
-    assert result.verdict.lost == 0 and result.verdict.ok > 500
+    assert result.verdict == "valid", result.check.line()
+    assert result.check.counts.lost == 0 and result.check.counts.ok > 500
     assert processes(b"redis-server") - before == set()
     assert mounts("redis", tmp_path) - mounted == set()
     manifest = (result.run_dir / "manifest.json").read_text()
@@ -41,26 +41,26 @@ def test_a_no_fault_run_is_valid_and_leaves_nothing_behind(tmp_path: Path):
 def test_a_power_loss_under_appendfsync_always_loses_nothing_acknowledged(tmp_path: Path):
     result = live("redis", "crash", tmp_path, appendfsync="always")
     nothing_lost(result, CLAIMED_AGAIN)
-    assert result.verdict.ok > 500, result.verdict.line()
+    assert result.check.counts.ok > 500, result.check.line()
 
 
 def test_a_power_loss_under_appendfsync_no_loses_the_unsynced_aof_as_allowed(tmp_path: Path):
     result = live("redis", "crash", tmp_path, appendfsync="no")
-    assert result.verdict.verdict == "allowed", result.verdict.line()
-    assert result.verdict.lost > 0
-    assert "appendfsync=no" in result.verdict.line()
+    assert result.verdict == "allowed", result.check.line()
+    assert result.check.counts.lost > 0
+    assert "appendfsync=no" in result.check.line()
 
 
 def test_kill_9_under_appendfsync_no_loses_nothing_the_page_cache_holds(tmp_path: Path):
     result = live("redis", "kill", tmp_path, appendfsync="no")
     nothing_lost(result, CLAIMED_AGAIN)
-    assert result.verdict.ok > 500, result.verdict.line()
+    assert result.check.counts.ok > 500, result.check.line()
 
 
 def test_a_kill_in_a_slow_fsync_loses_what_everysec_postponed_and_no_loses_nothing(tmp_path: Path):
     everysec = live("redis", "kill-slow-disk", tmp_path / "everysec", appendfsync="everysec")
-    assert everysec.verdict.verdict == "allowed", everysec.verdict.line()
-    assert everysec.verdict.lost > 0 and "postpones the AOF write" in everysec.verdict.line()
+    assert everysec.verdict == "allowed", everysec.check.line()
+    assert everysec.check.counts.lost > 0 and "postpones the AOF write" in everysec.check.line()
     no = live("redis", "kill-slow-disk", tmp_path / "no", appendfsync="no")
     nothing_lost(no, CLAIMED_AGAIN)
 
@@ -116,8 +116,8 @@ def test_a_run_whose_picked_port_was_taken_starts_redis_on_a_fresh_one_and_is_va
     before, mounted = processes(b"redis-server"), mounts("redis", tmp_path)
     with first_pick_taken(monkeypatch, "redis", listen=True) as picks:
         result = live("redis", "steady", tmp_path, duration=1.5)
-    assert result.verdict.verdict == "valid", result.verdict.line()
-    assert result.verdict.ok > 200 and result.verdict.lost == 0
+    assert result.verdict == "valid", result.check.line()
+    assert result.check.counts.ok > 200 and result.check.counts.lost == 0
     assert len(picks) == 2 and picks[1]["redis"] != picks[0]["redis"]
     assert any("was taken (its log says 'address already in use')" in r.getMessage() for r in caplog.records)
     assert processes(b"redis-server") - before == set()

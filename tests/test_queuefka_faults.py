@@ -120,7 +120,7 @@ def test_split_majority_seed_12_and_split_ring_seed_13_lose_no_acknowledged_mess
     cut one once the client's timeout closes its connection), and no verdict is invalid."""
     result = run(load_workload(scenario), "queuefka", "sim", out=tmp_path / scenario, progress=False, options=options)
     lost, _, delivered = _lost(result.run_dir)
-    assert result.verdict.verdict != "invalid" and result.verdict.lost == 0 and not lost, result.verdict.line()
+    assert result.verdict != "invalid" and result.check.counts.lost == 0 and not lost, result.check.line()
     assert "p0:226" in delivered
 
 
@@ -194,7 +194,7 @@ def test_crash_all_seed_42_loses_no_put_made_after_the_restart(tmp_path: Path):
                  options={"fsync": "never"})
     lost, faults, _ = _lost(result.run_dir)
     crash = faults[faults.error.str.startswith("start faults[0] ")].t_start_ns.iloc[0]
-    assert result.verdict.verdict != "invalid", result.verdict.line()
+    assert result.verdict != "invalid", result.check.line()
     assert all(start < crash for start in lost.values()), sorted(lost)[:5]
 
 
@@ -217,4 +217,4 @@ def test_swarm_seeds_23_and_186_shrunk_lose_no_acknowledged_message(tmp_path, se
                                "duration": duration, "warmup": 0.25, "ack": "reliable", "seed": seed,
                                "faults": [fault]})
     result = run(workload, "queuefka", "sim", out=tmp_path / "run", progress=False, options=options)
-    assert result.verdict.lost == 0 and result.verdict.verdict != "invalid", result.verdict.reason
+    assert result.check.counts.lost == 0 and result.verdict != "invalid", result.check.reason

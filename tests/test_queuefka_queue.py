@@ -258,9 +258,9 @@ RELIABLE = {"name": "qf", "queues": 2, "producers": 2, "consumers": 3, "message_
 @pytest.mark.parametrize("ack", ["auto", "reliable"])
 def test_runner_valid_in_both_worlds(tmp_path: Path, world: str, ack: str):
     result = run(parse_workload({**RELIABLE, "ack": ack}), "queuefka", world, out=tmp_path / world, progress=False)
-    assert result.verdict.valid, result.verdict.line()
-    assert result.verdict.ok == result.verdict.attempts > 1000
-    assert result.verdict.duplicated == 0  # no crash, no session timeout: nothing redelivered
+    assert result.check.valid, result.check.line()
+    assert result.check.counts.ok == result.check.counts.attempts > 1000
+    assert result.check.counts.duplicated == 0  # no crash, no session timeout: nothing redelivered
 
 
 CRASH = {**RELIABLE, "duration": 2.0, "faults": [{"fault": "crash", "at": 1.0, "duration": 0.2, "target": "servers"}]}
@@ -270,9 +270,9 @@ def test_a_crash_loses_acknowledged_puts_unless_the_log_fsyncs(tmp_path: Path):
     never = run(parse_workload(CRASH), "queuefka", "sim", out=tmp_path / "never", progress=False)
     always = run(parse_workload(CRASH), "queuefka", "sim", out=tmp_path / "always", progress=False,
                  options={"fsync": "always"})
-    assert not never.verdict.valid and never.verdict.lost > 0  # the original's durability
-    assert always.verdict.valid and always.verdict.lost == 0
-    assert always.verdict.duplicated > 0  # at-least-once: uncommitted deliveries come again
+    assert not never.check.valid and never.check.counts.lost > 0  # the original's durability
+    assert always.check.valid and always.check.counts.lost == 0
+    assert always.check.counts.duplicated > 0  # at-least-once: uncommitted deliveries come again
 
 
 @pytest.mark.parametrize("kind", ["sim", "live"])

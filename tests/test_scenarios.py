@@ -240,8 +240,8 @@ def test_every_scenario_runs_on_every_design_with_a_verdict_that_is_evidence(run
     w = quick(name)
     assert fault_refusal(w, "sim", backend) is None
     result = runs(w, backend)
-    v = result.verdict
-    assert v.problem is None and v.unexpected == 0, v.line()
+    v = result.check
+    assert v.judgement.problem is None and v.counts.unexpected == 0, v.line()
     assert not [line for line in result.warnings if "never started" in line]
     events = fault_events(read_samples(result.run_dir))
     assert sorted((e.number, e.event) for e in events) == [(i, x) for i in range(len(w.faults))
@@ -349,12 +349,12 @@ def test_a_crash_loses_only_what_was_not_durable(runs, backend, durable, not_dur
     before the crash, and its promises allow it."""
     w = load_workload("ack-before-durable-crash")
     kept = runs(w, backend, durable)
-    assert kept.verdict.valid and kept.verdict.lost == 0, kept.verdict.line()
+    assert kept.check.valid and kept.check.counts.lost == 0, kept.check.line()
     gone = runs(w, backend, not_durable)
     samples = samples_of(gone)
     crash, _, _ = fault_window(samples)
     lost = lost_ids(samples)
-    assert gone.verdict.verdict == "allowed" and len(lost) == gone.verdict.lost > 0, gone.verdict.line()
+    assert gone.verdict == "allowed" and len(lost) == gone.check.counts.lost > 0, gone.check.line()
     assert samples[samples.msg_id.isin(lost) & (samples.op == "put")].t_start_ns.max() < crash
 
 

@@ -314,4 +314,4 @@ def test_swarm_seed_174_a_close_cut_by_a_split_reaches_the_server_after_the_heal
         "faults": [{"fault": "loss", "at": 0.639, "duration": 0.091, "target": "servers", "p": 0.1},
                    {"fault": "partition", "at": 1.298, "duration": 0.518, "target": "all", "shape": "minority"}]})
     result = run(workload, "kestrel", "sim", out=tmp_path / "run", progress=False)
-    assert result.verdict.lost == 0 and result.verdict.verdict == "valid", result.verdict.reason
+    assert result.check.counts.lost == 0 and result.verdict == "valid", result.check.reason
