@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -17,6 +19,7 @@ from lab.cli.reference import anchor, cli_markdown, faults_markdown, walk
 from lab.experiments import figures
 from lab.experiments.runner import WORLDS, world_class
 from lab.workloads import fault_reference
+from lab.workloads.fault_base import Fault
 from lab.workloads.faults import REGISTRY
 
 
@@ -58,24 +61,34 @@ def test_fault_page_names_every_kind_and_the_worlds_that_apply_it():
         section = page.split(f"\n## {kind}\n")[1].split("\n## ")[0]
         applied = [w for w in WORLDS if kind in world_class(w).fault_kinds]
         assert f"**Applied by:** {', '.join(f'the {w} world' for w in applied)}." in section
-        for name in cls.FIELDS:
-            assert f"| `{name}` |" in section, (kind, name)
+        for spec in cls.own_fields():
+            assert f"| `{spec.name}` |" in section, (kind, spec.name)
     late = page.split("\n## late-writes\n")[1].split("\n## ")[0]
     assert "the sim world." in late and "live world" not in late
     assert "| `late_s` | `1.0` |" in late  # the default the kind's parser gives
     assert "| `ms` | required |" in page.split("\n## link-delay\n")[1]
 
 
+@dataclass(frozen=True)
+class Quake(Fault):
+    """Shakes the targets."""
+
+    kind: ClassVar[str] = "quake"
+    magnitude: float = 1.0  # a field declared without own_field: no meaning
+
+
 def test_fault_page_refuses_a_kind_or_field_without_a_meaning(monkeypatch):
-    monkeypatch.setitem(fault_reference.FIELD_HELP, "crash", {})
-    with pytest.raises(fault_reference.Undocumented, match="crash.*tear"):
-        fault_reference.markdown({"sim": ("crash",)})
+    monkeypatch.setitem(REGISTRY, "quake", Quake)
+    with pytest.raises(fault_reference.Undocumented, match="quake.*magnitude"):
+        fault_reference.markdown({"sim": ("quake",)})
     with pytest.raises(fault_reference.Undocumented, match="no-such-kind"):
         fault_reference.markdown({"sim": ("no-such-kind",)})
 
 
 def test_every_required_field_is_required():
-    for kind, fields in fault_reference.REQUIRED.items():
+    needed = {kind: fault_reference.required(cls) for kind, cls in REGISTRY.items()}
+    assert needed["link-delay"] == {"ms": 50} and needed["crash"] == {}
+    for kind, fields in needed.items():
         for name in fields:
             entry = {"fault": kind, **{k: v for k, v in fields.items() if k != name}}
             with pytest.raises(ValueError, match=name):

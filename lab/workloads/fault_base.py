@@ -1,7 +1,8 @@
-"""What a fault kind is: the base ``Fault`` of a schedule entry, the verbs a world offers
-faults (``FaultWorld``), the run's nodes by role (``Cast``) and where one fault lands
-(``Placement``), with the field checks the kinds share. The kinds are in
-``lab.workloads.fault_kinds``; the registry and the entry schema in ``lab.workloads.faults``.
+"""What a fault kind is: the base ``Fault`` of a schedule entry, how a kind declares its own
+fields (``own_field``), the verbs a world offers faults (``FaultWorld``), the run's nodes by
+role (``Cast``) and where one fault lands (``Placement``), with the field checks the kinds
+share. The kinds are in ``lab.workloads.fault_kinds``; the registry and the entry schema in
+``lab.workloads.faults``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,18 @@ Heal = Callable[[], None]
 Link = tuple[str, str]
 
 ROLE_TARGETS = ("servers", "server", "clients", "all", "one", "minority", "majority")
-SHAPES = ("isolate", "one", "minority", "majority", "halves", "majorities-ring", "bridge", "clients")
+#: A partition's shapes, and the links each cuts (the reference page shows them).
+SHAPE_CUTS = {
+    "isolate": "the targets from every other node",
+    "one": "one target from the other targets",
+    "minority": "a random minority of the targets ((n-1)//2) from the rest",
+    "majority": "the targets in two random halves, the smaller one first",
+    "halves": "the targets in two random halves, the smaller one first",
+    "majorities-ring": "every target still sees a majority, no two the same one",
+    "bridge": "two halves, and one target that talks to both",
+    "clients": "every client from every server (takes no target)",
+}
+SHAPES = tuple(SHAPE_CUTS)
 SIDED_SHAPES = ("isolate", "one", "minority", "majority", "halves", "clients")
 MODES = ("isolate", "one-way-in", "one-way-out")
 COMMON_FIELDS = ("fault", "at", "duration", "target")
@@ -106,13 +118,21 @@ class Placement:
     detail: str = ""
 
 
+def own_field(default: Any, meaning: str, example: Any = None) -> Any:
+    """One of a kind's own fields, declared on its class: its default, what it means, and for
+    a field the kind cannot do without, the value the reference page's example entry gives it
+    (None: the field is optional). The class is the one home of its fields: the registry's
+    parser and the reference page (``lab.workloads.fault_reference``) read them from it."""
+    return field(default=default, metadata={"meaning": meaning, "example": example})
+
+
 @dataclass(frozen=True)
 class Fault:
-    """One schedule entry. A kind subclasses it with its own fields, ``parse_fields``,
-    ``place`` (optional) and ``start``."""
+    """One schedule entry. A kind subclasses it with a docstring (what it does: the reference
+    page shows it), its own fields (``own_field``), ``parse_fields``, ``place`` (optional) and
+    ``start``."""
 
     kind: ClassVar[str] = ""
-    FIELDS: ClassVar[tuple[str, ...]] = ()  # the kind's own fields, besides COMMON_FIELDS
 
     fault: str = field(init=False, default="")  # the kind, as the entry names it (manifests show it)
     at: float  # seconds from the start of the run; with ``at_to``, the start of a range
@@ -122,6 +142,13 @@ class Fault:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fault", self.kind)
+
+    @classmethod
+    def own_fields(cls) -> tuple[dataclasses.Field, ...]:
+        """The kind's own fields, besides every entry's (``COMMON_FIELDS``), in the order its
+        class declares them."""
+        common = {f.name for f in dataclasses.fields(Fault)}
+        return tuple(f for f in dataclasses.fields(cls) if f.name not in common)
 
     @property
     def latest(self) -> float:

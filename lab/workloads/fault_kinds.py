@@ -1,6 +1,8 @@
 """The fault kinds: each parses its own fields, picks the nodes (and links) it hits from the
-run's seed, and breaks a world in a way its heal undoes. What each kind does and its fields
-are in ``lab.workloads.faults``' doc, which also registers them."""
+run's seed, and breaks a world in a way its heal undoes. Each class is the one home of what
+its kind does (its docstring) and of its fields (``own_field``: default and meaning); the
+reference page is generated from them (``lab.workloads.fault_reference``), and
+``lab.workloads.faults`` registers them."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from typing import Any, Callable, ClassVar, Iterable
 
 from lab.design.runtime import Runtime
 from lab.workloads.fault_base import (MODES, SHAPES, SIDED_SHAPES, Cast, Fault, FaultWorld, FieldError, Heal, Link,
-                                      Placement, is_number, milliseconds)
+                                      Placement, is_number, milliseconds, own_field)
 
 
 @dataclass(frozen=True)
@@ -33,8 +35,7 @@ class Crash(Fault):
     the same disk when it heals."""
 
     kind: ClassVar[str] = "crash"
-    FIELDS: ClassVar[tuple[str, ...]] = ("tear",)
-    tear: bool = False
+    tear: bool = own_field(False, "a random prefix of each file's unsynced tail survives the crash")
 
     @classmethod
     def parse_fields(cls, entry: dict[str, Any]) -> dict[str, Any]:
@@ -68,10 +69,12 @@ class Partition(Fault):
     shapes over the targets; both ways or one way; held, or flapping on and off."""
 
     kind: ClassVar[str] = "partition"
-    FIELDS: ClassVar[tuple[str, ...]] = ("shape", "mode", "flap")
-    shape: str = "isolate"
-    mode: str = "isolate"
-    flap: float = 0.0
+    shape: str = own_field("isolate", "which links are cut: " + ", ".join(f"`{s}`" for s in SHAPES)
+                           + " (the shapes below)")
+    mode: str = own_field("isolate", "`isolate`: both ways; `one-way-in` / `one-way-out`: only the messages into / "
+                          "out of the cut-off side (shapes with one: " + ", ".join(SIDED_SHAPES) + ")")
+    flap: float = own_field(0.0, "seconds: the cut switches off and on every `flap` seconds while the fault lasts "
+                            "(0: it holds)")
 
     @classmethod
     def parse_fields(cls, entry: dict[str, Any]) -> dict[str, Any]:
@@ -170,9 +173,8 @@ class LinkDelay(Fault):
     """Every message on a link to or from a target takes longer."""
 
     kind: ClassVar[str] = "link-delay"
-    FIELDS: ClassVar[tuple[str, ...]] = ("ms", "jitter_ms")
-    ms: float = 0.0
-    jitter_ms: float = 0.0
+    ms: float = own_field(0.0, "milliseconds added to every message on the links", example=50)
+    jitter_ms: float = own_field(0.0, "plus a uniform 0 to `jitter_ms` more, per message")
 
     @classmethod
     def parse_fields(cls, entry: dict[str, Any]) -> dict[str, Any]:
@@ -195,8 +197,7 @@ class Loss(Fault):
     """Drop each message on a link to or from a target, with a probability."""
 
     kind: ClassVar[str] = "loss"
-    FIELDS: ClassVar[tuple[str, ...]] = ("p",)
-    p: float = 0.0
+    p: float = own_field(0.0, "the probability that each message on the links is dropped, in (0, 1]", example=0.1)
 
     @classmethod
     def parse_fields(cls, entry: dict[str, Any]) -> dict[str, Any]:
@@ -220,8 +221,7 @@ class DiskDelay(Fault):
     """Every fsync on the targets takes longer (delayed writes)."""
 
     kind: ClassVar[str] = "disk-delay"
-    FIELDS: ClassVar[tuple[str, ...]] = ("ms",)
-    ms: float = 0.0
+    ms: float = own_field(0.0, "milliseconds added to each fsync", example=20)
 
     @classmethod
     def parse_fields(cls, entry: dict[str, Any]) -> dict[str, Any]:
@@ -241,11 +241,6 @@ GC_PRESETS: dict[str, dict[str, float]] = {
     # hundreds of ms. Lognormal lengths give the long tail a collector's pauses have.
     "jvm": {"young_every": 0.3, "young_ms": 12.0, "full_every": 2.0, "full_ms": 400.0, "sigma": 0.4},
 }
-GC_FIELDS = {"young_every": "the mean gap between young pauses, in seconds (0: none)",
-             "young_ms": "the median young pause, in milliseconds",
-             "full_every": "the mean gap between full pauses, in seconds (0: none)",
-             "full_ms": "the median full pause, in milliseconds",
-             "sigma": "the lognormal shape of the pause lengths"}
 
 
 @dataclass(frozen=True)
@@ -268,18 +263,24 @@ class GcPlacement(Placement):
 @dataclass(frozen=True)
 class Gc(Fault):
     """Stop-the-world pauses on each target, drawn per node while the fault lasts (a
-    garbage-collected runtime): young and full pauses at uniform gaps around their means, from
-    a random phase, lasting lognormal times; one collector, so a pause that comes while another
-    holds the node starts when it ends. The heal ends any pause in force."""
+    garbage-collected runtime). Young pauses come at gaps drawn uniformly from half to one and
+    a half times ``young_every`` (a generation fills at the allocation rate: roughly periodic),
+    the first at a random phase within one ``young_every``, and last a lognormal time of
+    median ``young_ms`` and shape ``sigma``; full pauses likewise (``full_every``,
+    ``full_ms``), so a fault as long as ``full_every`` has at least one. One collector: a pause
+    that comes while another holds the node starts when it ends. The heal ends any pause in
+    force. A preset gives the fields' defaults; a class of pause with ``*_every`` 0 never
+    happens."""
 
     kind: ClassVar[str] = "gc"
-    FIELDS: ClassVar[tuple[str, ...]] = ("preset", *GC_FIELDS)
-    preset: str = "jvm"
-    young_every: float = 0.0
-    young_ms: float = 0.0
-    full_every: float = 0.0
-    full_ms: float = 0.0
-    sigma: float = 0.0
+    # the dataclass defaults are placeholders: parse_fields fills each field from the preset
+    preset: str = own_field("jvm", "the defaults of the fields below: " + "; ".join(
+        f"`{name}`: " + ", ".join(f"{k} {v:g}" for k, v in values.items()) for name, values in GC_PRESETS.items()))
+    young_every: float = own_field(0.0, "the mean gap between young pauses, in seconds (0: none)")
+    young_ms: float = own_field(0.0, "the median young pause, in milliseconds")
+    full_every: float = own_field(0.0, "the mean gap between full pauses, in seconds (0: none)")
+    full_ms: float = own_field(0.0, "the median full pause, in milliseconds")
+    sigma: float = own_field(0.0, "the lognormal shape of the pause lengths")
 
     @classmethod
     def parse_fields(cls, entry: dict[str, Any]) -> dict[str, Any]:
@@ -287,17 +288,21 @@ class Gc(Fault):
         if preset not in GC_PRESETS:
             raise FieldError("preset", f"must be one of {', '.join(GC_PRESETS)}, got {preset!r}")
         fields = {"preset": preset}
-        for key in GC_FIELDS:
+        for spec in cls.own_fields()[1:]:  # the preset's fields
+            key = spec.name
             value = entry.get(key, GC_PRESETS[preset][key])
             positive = key.endswith("_ms")  # a pause that takes no time is no pause
             if not (is_number(value) and (value > 0 if positive else value >= 0)):
-                raise FieldError(key, f"{GC_FIELDS[key]}: a number {'>' if positive else '>='} 0, got {value!r}")
+                raise FieldError(key, f"{spec.metadata['meaning']}: a number {'>' if positive else '>='} 0, "
+                                      f"got {value!r}")
             fields[key] = float(value)
         if not fields["young_every"] and not fields["full_every"]:
             raise FieldError("young_every", "young_every and full_every are both 0: the fault would pause nothing")
         return fields
 
     def place(self, cast: Cast, rng: random.Random) -> GcPlacement:
+        """The targets and every pause the fault will hold on them, drawn now from the same
+        seeded source as the targets, one stream per node."""
         nodes = tuple(cast.resolve(self.target, rng))
         base = rng.getrandbits(64)  # after the targets' picks: a node's pauses do not depend on the others'
         pauses = sorted((p for node in nodes for p in self._draw(node, random.Random(f"{base}:gc:{node}"))),
@@ -308,7 +313,7 @@ class Gc(Fault):
         return GcPlacement(nodes, detail=detail, pauses=tuple(pauses))
 
     def _draw(self, node: str, rng: random.Random) -> list[GcPause]:
-        """One node's pauses over the fault's duration (the rules in ``lab.workloads.faults``' doc): each
+        """One node's pauses over the fault's duration (the rules in the class's doc): each
         class at uniform gaps around its mean, from a random phase, with lognormal lengths; a
         pause that comes while the collector is busy waits for it, and the last one ends
         with the fault. (Not Poisson arrivals: with a handful of full pauses per run, their
@@ -372,10 +377,10 @@ class LateWrites(Fault):
     run; a target that runs no simulated store is untouched."""
 
     kind: ClassVar[str] = "late-writes"
-    FIELDS: ClassVar[tuple[str, ...]] = ("late_p", "late_s", "ghost_p")
-    late_p: float = 0.1
-    late_s: float = 1.0
-    ghost_p: float = 0.0
+    late_p: float = own_field(0.1, "the probability that a write is applied and answered `late_s` later")
+    late_s: float = own_field(1.0, "seconds a late write lands after it was sent (> 0)")
+    ghost_p: float = own_field(0.0, "the probability that a write is never applied nor answered (a ghost); "
+                               "`late_p + ghost_p` in (0, 1]")
 
     @classmethod
     def parse_fields(cls, entry: dict[str, Any]) -> dict[str, Any]:
@@ -403,8 +408,9 @@ class LateWrites(Fault):
 @dataclass(frozen=True)
 class DiskLoss(Fault):
     """A crash that also destroys the targets' disks (a machine replaced): nothing the node
-    wrote survives, fsynced or not, so only a copy on another node can save a message. The
-    history's fault rows name the nodes (``lab.history.phases``): which disks were lost, and when."""
+    wrote survives, fsynced or not, so only a copy on another node can save a message. They
+    restart on an empty disk when it heals and rejoin as their design allows. The history's
+    fault rows name the nodes (``lab.history.phases``): which disks were lost, and when."""
 
     kind: ClassVar[str] = "disk-loss"
 

@@ -1,8 +1,8 @@
 """The fault kinds' reference page, generated from the registry (``lab.workloads.faults``): each
-kind's doc, its own fields with their defaults (read from the kind's own parsing) and meaning,
-an entry that parses, and the worlds that apply it. The documentation site builds it
-(``lab.cli.reference``); a kind or field without a meaning here fails that build, so the
-page cannot fall behind the registry.
+kind's doc (its class's docstring), its own fields with their defaults (read from the kind's
+own parsing) and meanings (declared on the class, ``own_field``), an entry that parses, and the
+worlds that apply it. The documentation site builds it (``lab.cli.reference``); a kind or
+field without a meaning fails that build, so the page cannot fall behind the registry.
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from lab.workloads.fault_base import COMMON_FIELDS, ROLE_TARGETS, SHAPES, SIDED_SHAPES, Fault
-from lab.workloads.fault_kinds import GC_FIELDS, GC_PRESETS
+from lab.workloads.fault_base import COMMON_FIELDS, ROLE_TARGETS, SHAPE_CUTS, Fault
 from lab.workloads.faults import REGISTRY, parse_fault
 
 #: What every entry's common fields mean.
@@ -34,54 +33,25 @@ TARGET_HELP = {
     "minority": "a random minority of all ((n-1)//2)",
     "majority": "a random majority of all (n//2 + 1)",
 }
-#: A partition's shapes.
-SHAPE_HELP = {
-    "isolate": "the targets from every other node",
-    "one": "one target from the other targets",
-    "minority": "a random minority of the targets ((n-1)//2) from the rest",
-    "majority": "the targets in two random halves, the smaller one first",
-    "halves": "the targets in two random halves, the smaller one first",
-    "majorities-ring": "every target still sees a majority, no two the same one",
-    "bridge": "two halves, and one target that talks to both",
-    "clients": "every client from every server (takes no target)",
-}
-#: Each kind's own fields: what they mean.
-FIELD_HELP: dict[str, dict[str, str]] = {
-    "crash": {"tear": "a random prefix of each file's unsynced tail survives the crash"},
-    "partition": {
-        "shape": "which links are cut: " + ", ".join(f"`{s}`" for s in SHAPES) + " (the shapes below)",
-        "mode": "`isolate`: both ways; `one-way-in` / `one-way-out`: only the messages into / out of the cut-off "
-                "side (shapes with one: " + ", ".join(SIDED_SHAPES) + ")",
-        "flap": "seconds: the cut switches off and on every `flap` seconds while the fault lasts (0: it holds)",
-    },
-    "link-delay": {"ms": "milliseconds added to every message on the links", "jitter_ms": "plus a uniform 0 to "
-                   "`jitter_ms` more, per message"},
-    "loss": {"p": "the probability that each message on the links is dropped, in (0, 1]"},
-    "disk-delay": {"ms": "milliseconds added to each fsync"},
-    "gc": {"preset": "the defaults of the fields below: " + "; ".join(
-        f"`{name}`: " + ", ".join(f"{k} {v:g}" for k, v in values.items()) for name, values in GC_PRESETS.items()),
-           **GC_FIELDS},
-    "late-writes": {"late_p": "the probability that a write is applied and answered `late_s` later",
-                    "late_s": "seconds a late write lands after it was sent (> 0)",
-                    "ghost_p": "the probability that a write is never applied nor answered (a ghost); "
-                               "`late_p + ghost_p` in (0, 1]"},
-}
-#: The fields a kind cannot do without, with the value its example entry gives them.
-REQUIRED: dict[str, dict[str, Any]] = {"link-delay": {"ms": 50}, "loss": {"p": 0.1}, "disk-delay": {"ms": 20}}
 
 
 class Undocumented(LookupError):
     """A kind or field of the registry that this page has no meaning for."""
 
 
+def required(cls: type[Fault]) -> dict[str, Any]:
+    """The fields a kind cannot do without, with the value its example entry gives them."""
+    return {f.name: f.metadata["example"] for f in cls.own_fields() if f.metadata.get("example") is not None}
+
+
 def defaults(cls: type[Fault]) -> dict[str, Any]:
     """The values a kind's own fields take when an entry leaves them out, as its parser sets them."""
-    return cls.parse_fields({"fault": cls.kind, **REQUIRED.get(cls.kind, {})})
+    return cls.parse_fields({"fault": cls.kind, **required(cls)})
 
 
 def example(cls: type[Fault]) -> dict[str, Any]:
     """A schedule entry of the kind, checked by the registry's own parser."""
-    entry = {"fault": cls.kind, "at": 1.0, "duration": 0.5, "target": "servers", **REQUIRED.get(cls.kind, {})}
+    entry = {"fault": cls.kind, "at": 1.0, "duration": 0.5, "target": "servers", **required(cls)}
     parse_fault(dict(entry))
     return entry
 
@@ -94,23 +64,23 @@ def kind_section(cls: type[Fault], worlds: Mapping[str, tuple[str, ...]]) -> lis
         raise Undocumented(f"fault kind {cls.kind} ({cls.__module__}.{cls.__name__}) has no docstring")
     lines = [f"## {cls.kind}", "", " ".join(doc.split()), "",
              f"**Applied by:** {', '.join(f'the {w} world' for w in applied) or 'no world'}.", ""]
-    helps = FIELD_HELP.get(cls.kind, {})
-    missing = [name for name in cls.FIELDS if name not in helps]
+    fields = cls.own_fields()
+    missing = [f.name for f in fields if not f.metadata.get("meaning")]
     if missing:
         raise Undocumented(f"fault kind {cls.kind}: no meaning for its field(s) {', '.join(missing)} "
-                           f"(lab/workloads/fault_reference.py FIELD_HELP)")
-    if cls.FIELDS:
-        values = defaults(cls)
+                           f"(declare each with lab.workloads.fault_base.own_field)")
+    if fields:
+        values, needed = defaults(cls), required(cls)
         lines += ["| field | default | meaning |", "|---|---|---|"]
-        for name in cls.FIELDS:
-            shown = "required" if name in REQUIRED.get(cls.kind, {}) else f"`{_yaml(values.get(name))}`"
-            lines.append(f"| `{name}` | {shown} | {_cell(helps[name])} |")
+        for f in fields:
+            shown = "required" if f.name in needed else f"`{_yaml(values.get(f.name))}`"
+            lines.append(f"| `{f.name}` | {shown} | {_cell(f.metadata['meaning'])} |")
         lines.append("")
     else:
         lines += ["No fields of its own.", ""]
     if cls.kind == "partition":
         lines += ["| shape | cuts |", "|---|---|"]
-        lines += [f"| `{shape}` | {_cell(SHAPE_HELP[shape])} |" for shape in SHAPES]
+        lines += [f"| `{shape}` | {_cell(cuts)} |" for shape, cuts in SHAPE_CUTS.items()]
         lines.append("")
     lines += ["```yaml", "faults:", *("  " + line for line in _entry_yaml(example(cls))), "```", ""]
     return lines
