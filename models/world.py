@@ -118,9 +118,6 @@ class SimWorld:
     """Simulated nodes on one SimPy clock, with a simulated network and disks."""
 
     kind = "sim"
-    #: the fault kinds this world applies (lab.workloads.faults): all of them
-    fault_kinds = ("pause", "crash", "kill", "partition", "link-delay", "loss", "disk-delay", "gc", "late-writes",
-                   "disk-loss")
 
     def __init__(self, seed: int = 0, config: SimConfig | None = None):
         self.seed = seed

@@ -17,10 +17,10 @@ import pytest
 from lab.cli import _parser, main
 from lab.cli.reference import anchor, cli_markdown, faults_markdown, walk
 from lab.experiments import figures
-from lab.experiments.runner import WORLDS, world_class
+from lab.experiments.runner import WORLDS
 from lab.workloads import fault_reference
 from lab.workloads.fault_base import Fault
-from lab.workloads.faults import REGISTRY
+from lab.workloads.faults import REGISTRY, kinds_in
 
 
 def test_cli_page_names_every_command_and_every_flag_of_one():
@@ -59,7 +59,7 @@ def test_fault_page_names_every_kind_and_the_worlds_that_apply_it():
     for kind, cls in REGISTRY.items():
         assert f"\n## {kind}\n" in page
         section = page.split(f"\n## {kind}\n")[1].split("\n## ")[0]
-        applied = [w for w in WORLDS if kind in world_class(w).fault_kinds]
+        applied = [w for w in WORLDS if kind in kinds_in(w)]
         assert f"**Applied by:** {', '.join(f'the {w} world' for w in applied)}." in section
         for spec in cls.own_fields():
             assert f"| `{spec.name}` |" in section, (kind, spec.name)
@@ -77,12 +77,13 @@ class Quake(Fault):
     magnitude: float = 1.0  # a field declared without own_field: no meaning
 
 
-def test_fault_page_refuses_a_kind_or_field_without_a_meaning(monkeypatch):
+def test_fault_page_refuses_a_kind_or_field_without_a_meaning_or_a_world_unknown(monkeypatch):
     monkeypatch.setitem(REGISTRY, "quake", Quake)
     with pytest.raises(fault_reference.Undocumented, match="quake.*magnitude"):
-        fault_reference.markdown({"sim": ("quake",)})
-    with pytest.raises(fault_reference.Undocumented, match="no-such-kind"):
-        fault_reference.markdown({"sim": ("no-such-kind",)})
+        fault_reference.markdown(WORLDS)
+    monkeypatch.setattr(Quake, "worlds", ("sim", "moon"))
+    with pytest.raises(fault_reference.Undocumented, match="quake.*'moon'"):
+        fault_reference.markdown(WORLDS)
 
 
 def test_every_required_field_is_required():

@@ -218,9 +218,9 @@ def test_store_fsyncs_of_one_file_are_group_committed(world):
 
 
 def _kinds(world: str) -> list[tuple[str, str]]:
-    from lab.experiments.runner import world_class
+    from lab.workloads.faults import kinds_in
 
-    return [(world, kind) for kind in world_class(world).fault_kinds]
+    return [(world, kind) for kind in kinds_in(world)]
 
 
 FAULT_FIELDS = {"pause": {}, "crash": {}, "kill": {}, "partition": {"target": "clients"}, "link-delay": {"ms": 20},
@@ -229,7 +229,7 @@ FAULT_FIELDS = {"pause": {}, "crash": {}, "kill": {}, "partition": {"target": "c
 
 @pytest.mark.parametrize("world_name, kind", _kinds("sim") + _kinds("live"))
 def test_every_fault_a_world_names_it_applies_and_heals(tmp_path, world_name, kind):
-    """Each kind a world lists in ``fault_kinds`` runs there: its start and heal are in the
+    """Each kind that names a world (``Fault.worlds``) runs there: its start and heal are in the
     history, the run drains, and no promise of the design is broken."""
     from lab.history.phases import fault_events
     from lab.history.record import read_samples

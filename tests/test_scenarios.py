@@ -17,7 +17,7 @@ import pytest
 from lab.design.registry import usable
 from lab.workloads.fault_base import Cast, FieldError
 from lab.workloads.fault_kinds import GC_PRESETS, GcPlacement
-from lab.workloads.faults import parse_fault
+from lab.workloads.faults import kinds_in, parse_fault
 from lab.history.phases import fault_events
 from lab.history.record import read_samples
 from lab.experiments.runner import fault_refusal, run
@@ -203,7 +203,7 @@ def test_the_live_world_applies_gc_to_server_processes_only_and_late_writes_not_
     def schedule(fault):
         return parse_workload({"name": "x", "duration": 2, "faults": [{"at": 0.5, "duration": 0.5, **fault}]})
 
-    assert "gc" in SimWorld.fault_kinds and "late-writes" in SimWorld.fault_kinds
+    assert "gc" in kinds_in("sim") and "late-writes" in kinds_in("sim") and "gc" in kinds_in("live")
     assert fault_refusal(schedule({"fault": "gc", "target": "servers"}), "live", "kestrel") is None
     assert "target all may hit a client" in fault_refusal(schedule({"fault": "gc", "target": "all"}), "live", "kestrel")
     assert fault_refusal(schedule({"fault": "late-writes"}), "live", "cassieq") == \

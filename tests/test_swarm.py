@@ -29,7 +29,7 @@ from lab.cli import main
 from lab.workloads.fault_base import SHAPES, Cast, Fault
 from lab.workloads.faults import parse_fault
 from lab.history.record import read_samples
-from lab.experiments.runner import fault_refusal, world_class
+from lab.experiments.runner import fault_refusal
 from lab.design.runtime import Boot, Runtime
 from lab.workloads.spec import parse_workload
 
@@ -69,7 +69,7 @@ def test_the_draw_is_a_pure_function_of_the_seed():
 
 @pytest.mark.parametrize("cast", CASTS.values(), ids=CASTS)
 def test_the_draw_covers_every_kind_the_sim_world_applies_and_the_world_accepts_every_fault(cast):
-    applies = set(world_class("sim").fault_kinds)
+    applies = set(faults.kinds_in("sim"))
     kinds = swarm_draw.world_kinds("sim")
     assert set(kinds) == applies & set(faults.REGISTRY)
     start, end = window = swarm_draw.load_window(TINY)
@@ -93,9 +93,7 @@ def test_a_registered_kind_the_swarm_cannot_draw_fails_loudly(monkeypatch):
     class Meteor(Fault):
         kind = "meteor"
 
-    monkeypatch.setitem(faults.REGISTRY, "meteor", Meteor)
-    sim = world_class("sim")
-    monkeypatch.setattr(sim, "fault_kinds", (*sim.fault_kinds, "meteor"))
+    monkeypatch.setitem(faults.REGISTRY, "meteor", Meteor)  # applied by the sim world, as every kind by default
     with pytest.raises(swarm_draw.UndrawableKind, match="'meteor'.*FIELD_DRAWS"):
         swarm_draw.world_kinds("sim")
 

@@ -105,7 +105,7 @@ def cell(text: object) -> str:
 
 def faults_markdown() -> str:
     """The fault kinds' page, with the worlds the lab runs and the kinds each applies."""
-    from lab.experiments.runner import WORLDS, world_class
+    from lab.experiments.runner import WORLDS
     from lab.workloads.fault_reference import markdown
 
-    return markdown({world: tuple(getattr(world_class(world), "fault_kinds", ())) for world in WORLDS})
+    return markdown(WORLDS)

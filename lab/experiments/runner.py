@@ -43,7 +43,7 @@ from lab.experiments.runner_manifest import (CHECKED_COLUMNS, SPILL_FILE, RunRes
                                              write_samples_phased)
 from lab.judge.checker import check
 from lab.workloads.fault_base import Cast
-from lab.workloads.faults import supports
+from lab.workloads.faults import kinds_in, supports
 from lab.workloads.nemesis import Nemesis
 from lab.history.paths import make_run_dir, runs_dir
 from lab.history.record import Recorder, read_samples
@@ -84,7 +84,7 @@ def fault_refusal(workload: Workload, world: str, backend: str | None = None) ->
     """Why ``world`` cannot apply ``workload``'s fault schedule (one line), or None if it can;
     with ``backend``, also why not to that design's servers (live: they must be processes)."""
     cls = world_class(world)
-    found = supports(getattr(cls, "fault_kinds", ()), workload.faults)
+    found = supports(kinds_in(world), workload.faults)
     if found is None:
         peer = backend is not None and hasattr(backend_class(backend), "launch")  # a real broker (lab.design.peer)
         if peer and any(fault.kind == "crash" for fault in workload.faults):
@@ -101,7 +101,7 @@ def fault_refusal(workload: Workload, world: str, backend: str | None = None) ->
         return next((f"the {world} world cannot apply faults[{number}] ({fault.kind}): {why}"
                      for number, fault in enumerate(workload.faults) if (why := refuse(fault))), None)
     number, fault = found
-    able = [w for w in WORLDS if fault.kind in getattr(world_class(w), "fault_kinds", ())]
+    able = [w for w in WORLDS if fault.kind in kinds_in(w)]
     return (f"the {world} world cannot apply faults[{number}] ({fault.kind}); "
             f"{fault.kind} faults run in the {' and '.join(able) or 'no'} world{'s' if len(able) > 1 else ''} only")
 

@@ -117,10 +117,7 @@ FIELD_DRAWS: dict[str, FieldDraw] = {
 def world_kinds(world: str = "sim") -> list[str]:
     """The registered fault kinds ``world`` applies, in registration order; UndrawableKind
     names one the swarm has no ``FIELD_DRAWS`` entry for."""
-    from lab.experiments.runner import world_class
-
-    applies = set(getattr(world_class(world), "fault_kinds", ()))
-    kinds = [kind for kind in faults.REGISTRY if kind in applies]
+    kinds = list(faults.kinds_in(world))
     missing = [kind for kind in kinds if kind not in FIELD_DRAWS]
     if missing:
         raise UndrawableKind(f"the swarm cannot draw a {missing[0]!r} fault yet (the {world} world applies it): "

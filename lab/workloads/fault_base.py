@@ -49,8 +49,6 @@ class FaultWorld(Protocol):
     """The verbs a world offers faults (``models.world.SimWorld`` has them all). Each has
     its undo, and undoing one of two overlapping faults leaves the other in force."""
 
-    fault_kinds: tuple[str, ...]
-
     def pause(self, node: str) -> None: ...
     def resume(self, node: str) -> None: ...
     def crash(self, node: str, tear: bool = False) -> None: ...
@@ -133,6 +131,12 @@ class Fault:
     ``start``."""
 
     kind: ClassVar[str] = ""
+    #: the worlds that apply the kind, by name: the one answer to which kinds a world applies
+    #: (``lab.workloads.faults.kinds_in``); a world may not import this layer to say so itself
+    worlds: ClassVar[tuple[str, ...]] = ("sim", "live")
+    #: it hits a node's process or machine, not its links: the live world applies it to
+    #: server processes only, and refuses a target that may fall on a client
+    hits_process: ClassVar[bool] = True
 
     fault: str = field(init=False, default="")  # the kind, as the entry names it (manifests show it)
     at: float  # seconds from the start of the run; with ``at_to``, the start of a range

@@ -69,6 +69,7 @@ class Partition(Fault):
     shapes over the targets; both ways or one way; held, or flapping on and off."""
 
     kind: ClassVar[str] = "partition"
+    hits_process: ClassVar[bool] = False  # links only: the live world's proxies reach clients too
     shape: str = own_field("isolate", "which links are cut: " + ", ".join(f"`{s}`" for s in SHAPES)
                            + " (the shapes below)")
     mode: str = own_field("isolate", "`isolate`: both ways; `one-way-in` / `one-way-out`: only the messages into / "
@@ -173,6 +174,7 @@ class LinkDelay(Fault):
     """Every message on a link to or from a target takes longer."""
 
     kind: ClassVar[str] = "link-delay"
+    hits_process: ClassVar[bool] = False  # links only: the live world's proxies reach clients too
     ms: float = own_field(0.0, "milliseconds added to every message on the links", example=50)
     jitter_ms: float = own_field(0.0, "plus a uniform 0 to `jitter_ms` more, per message")
 
@@ -197,6 +199,7 @@ class Loss(Fault):
     """Drop each message on a link to or from a target, with a probability."""
 
     kind: ClassVar[str] = "loss"
+    hits_process: ClassVar[bool] = False  # links only: the live world's proxies reach clients too
     p: float = own_field(0.0, "the probability that each message on the links is dropped, in (0, 1]", example=0.1)
 
     @classmethod
@@ -377,6 +380,7 @@ class LateWrites(Fault):
     run; a target that runs no simulated store is untouched."""
 
     kind: ClassVar[str] = "late-writes"
+    worlds: ClassVar[tuple[str, ...]] = ("sim",)  # not live: no live store has a hook for it
     late_p: float = own_field(0.1, "the probability that a write is applied and answered `late_s` later")
     late_s: float = own_field(1.0, "seconds a late write lands after it was sent (> 0)")
     ghost_p: float = own_field(0.0, "the probability that a write is never applied nor answered (a ghost); "

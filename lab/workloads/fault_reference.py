@@ -8,12 +8,12 @@ field without a meaning fails that build, so the page cannot fall behind the reg
 from __future__ import annotations
 
 import inspect
-from typing import Any, Mapping
+from typing import Any, Sequence
 
 import yaml
 
 from lab.workloads.fault_base import COMMON_FIELDS, ROLE_TARGETS, SHAPE_CUTS, Fault
-from lab.workloads.faults import REGISTRY, parse_fault
+from lab.workloads.faults import REGISTRY, kinds_in, parse_fault
 
 #: What every entry's common fields mean.
 COMMON_HELP = {
@@ -56,9 +56,9 @@ def example(cls: type[Fault]) -> dict[str, Any]:
     return entry
 
 
-def kind_section(cls: type[Fault], worlds: Mapping[str, tuple[str, ...]]) -> list[str]:
-    """One kind's section: what it does, who applies it, its fields and an entry."""
-    applied = [world for world, kinds in worlds.items() if cls.kind in kinds]
+def kind_section(cls: type[Fault], worlds: Sequence[str]) -> list[str]:
+    """One kind's section: what it does, which of ``worlds`` apply it, its fields and an entry."""
+    applied = [world for world in worlds if world in cls.worlds]
     doc = inspect.getdoc(cls) or ""
     if not doc or doc.startswith(f"{cls.__name__}("):  # a dataclass's made-up doc is its signature
         raise Undocumented(f"fault kind {cls.kind} ({cls.__module__}.{cls.__name__}) has no docstring")
@@ -86,19 +86,21 @@ def kind_section(cls: type[Fault], worlds: Mapping[str, tuple[str, ...]]) -> lis
     return lines
 
 
-def markdown(worlds: Mapping[str, tuple[str, ...]]) -> str:
-    """The whole page; ``worlds`` maps each world's name to the kinds it applies (its class's ``fault_kinds``)."""
-    unknown = sorted({kind for kinds in worlds.values() for kind in kinds} - set(REGISTRY))
-    if unknown:
-        raise Undocumented(f"worlds apply fault kinds the registry does not know: {', '.join(unknown)}")
+def markdown(worlds: Sequence[str]) -> str:
+    """The whole page, with a column for each of ``worlds`` (the names of the worlds the lab runs)."""
+    strange = next(((cls, w) for cls in REGISTRY.values() for w in cls.worlds if w not in worlds), None)
+    if strange is not None:
+        raise Undocumented(f"fault kind {strange[0].kind} names a world the lab does not run: {strange[1]!r} "
+                           f"(worlds: {', '.join(worlds)})")
     lines = ["# Fault kinds", "",
-             "Generated from the fault registry (`lab/workloads/faults.py`, `fault_kinds.py`) and the worlds' "
-             "`fault_kinds` when the site is built, so it lists exactly the kinds, fields and defaults of this "
+             "Generated from the fault registry (`lab/workloads/faults.py`, `fault_kinds.py`: each kind's class "
+             "names the worlds that apply it) when the site is built, so it lists exactly the kinds, fields and defaults of this "
              "version. A workload's `faults:` is a list of entries; a field another kind uses is refused, by name, "
              "and a kind the chosen world cannot apply is refused before the run starts.", "",
              "| kind | " + " | ".join(worlds) + " |", "|---|" + "---|" * len(worlds)]
+    applied = {world: kinds_in(world) for world in worlds}
     for kind in REGISTRY:
-        marks = " | ".join("yes" if kind in kinds else "—" for kinds in worlds.values())
+        marks = " | ".join("yes" if kind in applied[world] else "—" for world in worlds)
         lines.append(f"| [{kind}](#{kind}) | {marks} |")
     lines += ["", "## Every entry", "", "| field | meaning |", "|---|---|"]
     lines += [f"| `{name}` | {_cell(COMMON_HELP[name])} |" for name in COMMON_FIELDS]

@@ -24,8 +24,8 @@ Targets are functions of the run's nodes: ``servers``, ``server`` (one server),
 Every random pick is drawn from the run's seed and the fault's number: the same seed
 gives the same nodes, and adding a fault does not move the others.
 
-Each world names the kinds it applies (``fault_kinds``); a kind the chosen world cannot
-apply is refused before the run starts. Faults compose: two overlapping partitions each
+Each kind names the worlds that apply it (``Fault.worlds``; ``kinds_in`` answers for a
+world); a kind the chosen world cannot apply is refused before the run starts. Faults compose: two overlapping partitions each
 mend only the links they cut, two pauses of one node (a ``pause`` and a ``gc`` pause among
 them) end when both have.
 """
@@ -80,6 +80,11 @@ def _start(at: Any) -> tuple[float, float | None]:
     if not (is_number(at) and at >= 0):
         raise FieldError("at", f"required, a number of seconds >= 0 or a range [from, to] of them, got {at!r}")
     return float(at), None
+
+
+def kinds_in(world: str) -> tuple[str, ...]:
+    """The kinds the world named ``world`` (sim, live) applies, in the registry's order."""
+    return tuple(kind for kind, cls in REGISTRY.items() if world in cls.worlds)
 
 
 def supports(world_kinds: Iterable[str], faults: Iterable[Fault]) -> tuple[int, Fault] | None:

@@ -51,13 +51,6 @@ class LiveWorld:
     """Nodes in one asyncio process, talking over loopback TCP, each with a disk folder."""
 
     kind = "live"
-    #: the fault kinds this world applies (lab.workloads.faults): pause, gc (its pauses) and crash to
-    #: server processes; partition, link-delay and loss to the links from clients to servers
-    #: and between server processes (``LiveLinks``); disk-delay to a server process's fsyncs
-    #: (a control file its disk reads, lab.worlds.live.disk); disk-loss to a server process and its
-    #: data dir. Not late-writes: no live store has a hook.
-    fault_kinds = ("pause", "crash", "kill", "partition", "link-delay", "loss", "disk-delay", "gc", "disk-loss")
-    PROCESS_FAULTS = ("pause", "crash", "kill", "disk-delay", "gc", "disk-loss")
     #: targets that may fall on a client, which runs in the runner's own process
     CLIENT_TARGETS = ("clients", "all", "one", "minority", "majority")
 
@@ -196,7 +189,7 @@ class LiveWorld:
     @classmethod
     def refusal(cls, fault: "Targeted") -> str | None:
         """Why this world cannot apply ``fault`` whatever the design (one line), or None."""
-        if fault.kind not in cls.PROCESS_FAULTS:
+        if not getattr(fault, "hits_process", True):  # the kind says (lab.workloads.fault_base.Fault)
             return None  # a link fault: its proxies (to servers, between servers) are in the runner's process
         for target in fault.target:
             if target in cls.CLIENT_TARGETS or (target[:1] in ("p", "c") and target[1:].isdigit()):
