@@ -22,8 +22,9 @@ class SimConfig:
     loss: float = 0.0  # probability that a message is dropped
     fifo_links: bool = True  # messages on one (src, dst) link arrive in order, as over TCP
     disk: DiskModel = field(default_factory=DiskModel)
-    #: server nodes' CPU: False for none; else the service times of ``service`` (a
-    #: calibration file), or of the design's committed calibration when ``service`` is None
+    #: server nodes' CPU: False for none; else the service times of ``service`` — a run's
+    #: calibration, which the runner resolves and loads once, at its door
+    #: (``lab.experiments.run_spec``), and sets here; None: no CPU model
     cpu: bool = True
     service: ServiceModel | None = None
     cores: int | None = None  # cores per server node (None: the calibration's)
@@ -33,7 +34,8 @@ class SimConfig:
     @classmethod
     def from_spec(cls, spec: dict[str, Any]) -> "SimConfig":
         """From a workload's ``sim`` mapping: latency (a mapping, or ``calibrated``), loss,
-        fifo_links, fsync, cores, calibration (a file, or ``none`` for no CPU model)."""
+        fifo_links, fsync, cores, calibration (a file, or ``none`` for no CPU model: checked
+        for its type here, loaded by the run's spec)."""
         config = cls()
         if spec.get("latency") == "calibrated":
             config.latency_calibrated = True
@@ -46,11 +48,7 @@ class SimConfig:
             config.cores = cores
         if "calibration" in spec:
             calibration = spec["calibration"]
-            if calibration == "none":
-                config.cpu = False
-            elif isinstance(calibration, str) and calibration:
-                config.service = ServiceModel.load(calibration)
-            else:
+            if not (isinstance(calibration, str) and calibration):
                 raise ValueError(f"calibration must be a calibration file or none, got {calibration!r}")
         if "fsync" in spec:
             config.disk = DiskModel(fsync=LatencyModel.from_spec(_mapping(spec["fsync"], "fsync")))

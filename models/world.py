@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import random
 from heapq import heappop
+from pathlib import Path
 from typing import Any, Awaitable, Callable, TypeVar
 
 import simpy
@@ -29,6 +30,7 @@ from simpy.core import URGENT
 from simpy.events import Event as SimPyEvent
 
 from lab.design.runtime import Boot
+from lab.design.world import ServerSpec, Targeted
 from lab.design.service import ServiceModel
 from models.awaitables import NS, to_ns
 from models.config import SimConfig
@@ -144,16 +146,16 @@ class SimWorld:
         await rt.spawn(boot(rt), name=f"boot {name}")
         return rt
 
-    async def start_server(self, node: str, design: Any) -> None:
-        """A design's server node: its CPU (``design.service_model()``, unless the config
-        names a calibration or none) and its boot, on a simulated node."""
-        config = self.config
-        service = (config.service or design.service_model()) if config.cpu else None
+    async def start_server(self, server: ServerSpec) -> None:
+        """A design's server node: its CPU (the config's service times: the run's calibration,
+        resolved at the runner's door) and its boot, on a simulated node."""
+        config, node = self.config, server.node
+        service = config.service if config.cpu else None
         self.server_names.add(node)
         if config.latency_calibrated:
             if service is None or not service.network:
                 raise ValueError(f"latency: calibrated needs a calibration with a network latency; "
-                                 f"{design.name} has {'none' if service is None else 'none in ' + service.source}")
+                                 f"{server.design} has {'none' if service is None else 'none in ' + service.source}")
             self.net.latency = LatencyModel.from_spec(dict(service.network))
             if service.fsync and not config.fsync_given and self.host_cores is None:  # once: the machine's disk
                 config.disk = DiskModel(fsync=LatencyModel.from_spec(dict(service.fsync)))
@@ -165,13 +167,33 @@ class SimWorld:
             if service.client is not None and self.client_cpu is None:
                 self.client_cpu = NodeCpu(self.env, 1, ServiceModel.uniform(service.client, service.source),
                                           random.Random(f"{self.seed}:cpu:clients"), self.host_cores)
-        if service is not None and node in design.cpu_nodes:
+        if service is not None and server.cpu:
             self.node(node)
             self.nodes[node].install_cpu(service, config.cores or service.cores)
-        await self.start(node, design.boot(node))
+        await self.start(node, server.boot)
 
     async def stop_server(self, node: str) -> None:
         """Nothing to stop: the simulation ends with the run."""
+
+    # ------------------------------------------------------------ what the runner asks (lab.design.world)
+
+    @classmethod
+    def refusal(cls, fault: Targeted) -> str | None:
+        """None: the sim world applies every fault to any node, clients' included."""
+        return None
+
+    async def settle(self) -> None:
+        """Nothing to wait for: a simulated restart is ready when its boot returns."""
+
+    #: no restart outlasts anything here: a simulated node boots in no time of its own
+    restarts: tuple[tuple[str, int, int | None], ...] = ()
+
+    def keep_logs(self, folder: Path) -> None:
+        """No server process, no log."""
+
+    def recorded(self) -> dict[str, Any]:
+        """The network's counts: messages delivered and dropped, by why."""
+        return {"network": {"delivered": self.net.delivered, "dropped": dict(sorted(self.net.dropped.items()))}}
 
     def run(self, main: Callable[[SimRuntime], Awaitable[T]], until: float | None = None) -> T:
         """Run ``main`` on the control node until it returns; return its result."""

@@ -10,7 +10,9 @@ import pytest
 from lab.design.registry import backend_class
 from lab.judge.checker import check
 from lab.history.record import Recorder
+from lab.experiments.run_spec import RunSpec
 from lab.experiments.runner import run
+from lab.history.phases import fault_kinds as started
 from lab.judge.findings import (Cause, Counts, Explanation, Finding, Standing, Verdict, explanations_from_manifest,
                                 explanations_to_list, worst)
 from lab.judge.verdict import RunFacts, fault_kinds, judge, judge_run
@@ -181,8 +183,10 @@ def test_in_the_runner_fault_kinds_are_those_whose_start_is_in_the_history():
     rec.record("p0", "p0", "put", "q0", "p0:0", 0, 5, "ok", None, 1, "steady")
     rec.record("kestrel", "nemesis", "fault", None, None, 10, 0, "info", "start faults[1] crash: kestrel", 0, "fault")
     workload = parse_workload({**CRASH, "faults": [{"fault": "pause", "at": 1.5, "duration": 0.1}, CRASH["faults"][0]]})
-    facts = RunFacts.of("kestrel", {}, workload, rec.table())
+    spec = RunSpec.resolve(workload, "kestrel")
+    facts = spec.facts(started(rec.table()))
     assert facts.faults == ("crash",)  # the pause is scheduled, but no row says it started
+    assert facts.promises() is spec.promises  # resolved once, at the run's door
 
 
 def test_without_facts_the_rule_is_jepsens_total_queue():

@@ -24,7 +24,7 @@ def cmd_backends(args: argparse.Namespace) -> int:
         print(f"{name}: {cls.summary}")
         print(f"    from: {REGISTRY[name].where}")
         print(f"    worlds: {', '.join(cls.worlds)}")
-        if hasattr(cls, "launch"):  # a real broker (lab.design.peer): the build the lab would run
+        if cls.is_peer:  # a real broker (lab.design.peer): the build the lab would run
             print(f"    broker: {cls.binary} from the Debian package {cls.package} {cls.version()}")
         defaults = cls.check_options({})
         print("    promises (default options; a run is judged by its own):")

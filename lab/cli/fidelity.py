@@ -6,7 +6,6 @@ import argparse
 from pathlib import Path
 
 from lab.cli.common import USER_ERRORS, UsageError
-from lab.cli.run import with_calibration
 from lab.design.registry import backend_class
 from lab.workloads.spec import load_workload
 
@@ -37,8 +36,6 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
         raise UsageError(f"--fractions {args.fractions!r}: each fraction must be in (0, 1.5]")
     if not args.ramp_duration > 0:
         raise UsageError("--ramp-duration must be a number of seconds > 0")
-    if args.calibration is not None:
-        with_calibration(workload, args.calibration, "sim")  # a bad file is a usage error before anything runs
     try:
         table = fidelity(args.backend, workload, args.calibration, fractions, args.ramp_duration, args.out,
                          progress=not args.no_progress)

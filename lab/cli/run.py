@@ -1,18 +1,16 @@
 """`lab run`: one workload against one backend; and the summary a run prints (`lab load` prints
-its run the same way), with the `--calibration` check `lab fidelity` shares.
+its run the same way).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from pathlib import Path
 
 from lab.cli.common import RUN_LEGEND, UsageError, _option, _seed
-from lab.design.registry import backend_class
 from lab.judge.findings import Verdict
-from lab.workloads.spec import Workload, load_workload
+from lab.workloads.spec import load_workload
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -35,28 +33,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     from lab.experiments.runner import run
 
-    workload = with_calibration(load_workload(args.workload), args.calibration, args.world)
-    backend_class(args.backend)
-    result = run(workload, args.backend, args.world, seed=args.seed, out=args.out, progress=not args.no_progress,
-                 options=dict(args.option))
-    return _print_result(result)
-
-
-def with_calibration(workload: Workload, calibration: str | None, world: str) -> Workload:
-    """``workload`` with ``--calibration`` in its sim block (checked here: a bad file is a usage error)."""
-    if calibration is None:
-        return workload
-    if world != "sim":
+    if args.calibration is not None and args.world != "sim":
         raise UsageError("--calibration sets the sim world's CPU model; the live world has a real CPU")
-    if calibration != "none":
-        from lab.design.service import ServiceModel, ServiceModelError
-
-        try:
-            ServiceModel.load(calibration)
-        except ServiceModelError as e:
-            raise UsageError(f"--calibration: {e}") from None
-        calibration = str(Path(calibration).resolve())
-    return dataclasses.replace(workload, sim={**workload.sim, "calibration": calibration})
+    # the run resolves the design, checks its options and loads the calibration once, at its door
+    result = run(load_workload(args.workload), args.backend, args.world, seed=args.seed, out=args.out,
+                 progress=not args.no_progress, options=dict(args.option), calibration=args.calibration)
+    return _print_result(result)
 
 
 def _print_result(result) -> int:

@@ -8,7 +8,9 @@ written against these names and nothing else of the lab:
   ``RemoteError``, ``NodeDown``, ``ProtocolDrop``, ``Cancelled``) and its parts (``Store``,
   ``Connection``, ``ServerConnection``, ...); ``RuntimeStore``, the Store on a Runtime disk;
 - the driver interface: ``Backend`` (the design's nodes, boot and clients), ``QueueClient``
-  and ``Delivery``, and ``Rejected`` for a definite refusal;
+  and ``Delivery``, and ``Rejected`` for a definite refusal; ``Parts``, where a design
+  declares its server entry, load client, planted bugs, benchmark, tools and cluster
+  command; the ``World`` it is started in and the ``ServerSpec`` it hands the world;
 - what a design promises (``Promises``, ``Allowance`` and their words: delivery, order,
   the scopes of an allowance) and the options it takes (``Option`` with ``number``,
   ``whole``, ``choice``; ``TIMEOUT``; ``BadOption``);
@@ -27,7 +29,7 @@ store) is ``lab.design.worlds``.
 
 from __future__ import annotations
 
-from lab.design.backend import Backend, Delivery, QueueClient, Rejected, outcome_of
+from lab.design.backend import PARTS, Backend, Delivery, Parts, QueueClient, Rejected, outcome_of
 from lab.design.http import JSON, Request, Response, error, json_response
 from lab.design.http_client import HttpReply, ResponseReader, encode_request
 from lab.design.http_router import Router
@@ -41,17 +43,18 @@ from lab.design.promises import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CLOSED,
                                  Promises)
 from lab.design.runtime import (Accept, Boot, CallTimeout, Cancelled, Connection, Disk, Event, File, Handle, Handler,
                                 Network, NodeDown, ProtocolDrop, RemoteError, Runtime, Send, ServerConnection, Store,
-                                Task, Unreachable, World)
+                                Task, Unreachable)
 from lab.design.service import ServiceModel, ServiceTime, message_bytes, message_kind, request_kind
 from lab.design.storage import RuntimeStore
+from lab.design.world import ServerSpec, World
 
 __all__ = [
     # the Runtime port
     "Accept", "Boot", "CallTimeout", "Cancelled", "Connection", "Disk", "Event", "File", "Handle", "Handler",
     "Network", "NodeDown", "ProtocolDrop", "RemoteError", "Runtime", "RuntimeStore", "Send", "ServerConnection",
-    "Store", "Task", "Unreachable", "World",
+    "Store", "Task", "Unreachable",
     # the driver interface
-    "Backend", "Delivery", "QueueClient", "Rejected", "outcome_of",
+    "Backend", "Delivery", "QueueClient", "Rejected", "outcome_of", "Parts", "PARTS", "ServerSpec", "World",
     # promises and options
     "ANY_FAULT", "AT_LEAST_ONCE", "AT_MOST_ONCE", "CLOSED", "CUT", "DISK_LOSS", "EXACTLY_ONCE", "FIFO",
     "FIFO_PER_CONSUMER", "FSYNC_MARGIN_S", "GRACE_S", "HOLDERS", "IN_FORCE", "NO_ORDER", "Allowance", "Promises",

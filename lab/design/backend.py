@@ -5,10 +5,12 @@ server nodes, says what a node boots, and hands out ``QueueClient``s; a client c
 get, ack and release — nothing else. Each design's folder holds its core (no I/O: only
 the Runtime), its wire (sans-IO), its servers and this adapter.
 
-A design never asks which world it is in: the world starts its nodes
-(``World.start_server``: the boot on a simulated node, or ``lab serve NAME`` as a process
-of its own when live), and a client finds its server through the Runtime's network
-(``rt.net.connect(node, port)``: simulated links, or TCP through the link's proxy).
+A design never asks which world it is in: it describes each server node (``server``: a
+``lab.design.world.ServerSpec``) and the world starts it (the boot on a simulated node, or
+``lab serve NAME`` as a process of its own when live); a client finds its server through the
+Runtime's network (``rt.net.connect(node, port)``: simulated links, or TCP through the
+link's proxy). A design's further parts — its server entry, load client, planted bugs,
+benchmark, tools, cluster command — are declared in one place, ``Backend.parts``.
 
 How a client reports outcomes, which the runner turns into sample outcomes:
 returning is ``ok``; raising ``Rejected`` or ``Unreachable`` (or ``RemoteError``) is a
@@ -20,14 +22,16 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from lab.design.options import TIMEOUT, Checked, Option, check
 from lab.design.promises import Promises, total_queue
-from lab.design.runtime import Boot, RemoteError, Runtime, Unreachable, World
+from lab.design.runtime import Boot, RemoteError, Runtime, Unreachable
 from lab.design.service import ServiceModel
+from lab.design.world import Reach, ServerSpec, World
 
 
 class UnknownBackend(ValueError):
@@ -52,6 +56,42 @@ class Delivery:
     queue: str
     body: bytes
     token: Any = None
+
+
+@dataclass(frozen=True)
+class Parts:
+    """A design's parts beyond its Backend, each the dotted name of a module (imported only
+    when a command needs it), as pytest declares a plug-in's hooks: declared, never found by
+    a module's name.
+
+    - ``serve``: ``lab serve NAME``, its server as a process of its own (``serve(args)``,
+      ``add_arguments(parser)``, ``PORTS``); without it the live world boots the design in
+      the runner's process, and applies no process fault to it;
+    - ``load``: its Locust client for ``lab load`` (``lab.design.load``);
+    - ``mutants``: its planted bugs for ``lab mutants`` (``MUTANTS``);
+    - ``bench``: ``lab bench NAME`` (``add_arguments``, ``run(args)``);
+    - ``tools``: ``lab NAME TOOL ...`` (``add_arguments``, ``run(args)``);
+    - ``cluster``: ``lab cluster NAME``, its servers on several machines (``run(args)``).
+    """
+
+    serve: str | None = None
+    load: str | None = None
+    mutants: str | None = None
+    bench: str | None = None
+    tools: str | None = None
+    cluster: str | None = None
+
+    def module(self, part: str) -> str | None:
+        """The module declared for ``part`` (one of ``PARTS``); None if the design has none."""
+        if part not in PARTS:
+            raise ValueError(f"no part {part!r} (the parts are {', '.join(PARTS)})")
+        return asdict(self)[part]
+
+    def declared(self) -> dict[str, str]:
+        return {part: module for part, module in asdict(self).items() if module is not None}
+
+
+PARTS = tuple(f.name for f in fields(Parts))
 
 
 class QueueClient(ABC):
@@ -89,6 +129,10 @@ class Backend(ABC):
     #: the colour every chart draws the design in (None: a spare one, chosen by its name)
     colour: ClassVar[str | None] = None
     worlds: ClassVar[tuple[str, ...]] = ("sim", "live")
+    #: its further parts (``Parts``): server entry, load client, planted bugs, benchmark, tools, cluster
+    parts: ClassVar[Parts] = Parts()
+    #: a real broker's own binary rather than a design of the lab's (``lab.design.peer.Peer``)
+    is_peer: ClassVar[bool] = False
     #: the options this design takes (``lab run --option KEY=VALUE``), typed and ranged
     options_declared: ClassVar[tuple[Option, ...]] = (TIMEOUT,)
     #: the option sets that change what the design promises (``lab matrix`` runs each)
@@ -139,6 +183,12 @@ class Backend(ABC):
         every server node, unless a node stands for something the sim models otherwise."""
         return self.server_nodes
 
+    def server(self, node: str) -> ServerSpec:
+        """Server node ``node`` as a world starts it: its boot, whether it costs CPU time in
+        the sim, and, live, the flags of its ``lab serve`` (when the design declares one)."""
+        serve = partial(self.serve_args, node) if self.parts.serve is not None else None
+        return ServerSpec(node, self.name, self.boot(node), node in self.cpu_nodes, serve)
+
     @classmethod
     def calibration_path(cls) -> Path | None:
         """Where the design's committed calibration lives, beside its adapter (``lab
@@ -147,13 +197,15 @@ class Backend(ABC):
         where = getattr(module, "__file__", None)
         return Path(where).parent / "calibration.yaml" if where else None
 
-    def service_model(self) -> ServiceModel | None:
-        """The sim world's service times for this design's requests: its committed
-        calibration, or None (no CPU model) where it has none."""
-        path = self.calibration_path()
+    @classmethod
+    def service_model(cls, options: Mapping[str, Any]) -> ServiceModel | None:
+        """The sim world's service times for this design's requests under ``options``
+        (checked): its committed calibration, or None (no CPU model) where it has none. A
+        run resolves it once, at its door (``lab.experiments.run_spec``)."""
+        path = cls.calibration_path()
         return ServiceModel.load(path) if path is not None and path.exists() else None
 
-    def serve_args(self, node: str, data_dir: Path, reach: Callable[[str, str], str]) -> list[str]:
+    def serve_args(self, node: str, data_dir: Path, reach: Reach) -> list[str]:
         """The flags of ``lab serve NAME`` that give node ``node`` these options (the live
         world runs it as a process over ``data_dir``). ``reach(peer, port)`` is where this
         server node reaches server node ``peer``'s port ``port``, as HOST:PORT (live: a proxy
@@ -163,7 +215,7 @@ class Backend(ABC):
 
     async def start(self) -> None:
         for node in self.server_nodes:
-            await self.world.start_server(node, self)
+            await self.world.start_server(self.server(node))
 
     async def prepare(self, queues: Sequence[str]) -> None:
         """Create what the run's ``queues`` need before the load begins (OpenMessaging

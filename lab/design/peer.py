@@ -28,6 +28,7 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from lab.design.backend import Backend
 from lab.design.runtime import Boot, Runtime
+from lab.design.world import BrokerWorld, ServerSpec
 
 
 class MissingBinary(RuntimeError):
@@ -73,6 +74,8 @@ class Peer(Backend):
     """A real broker as a design of the live world."""
 
     worlds: ClassVar[tuple[str, ...]] = ("live",)
+    is_peer: ClassVar[bool] = True
+    world: BrokerWorld  # the live world, whose broker verbs a peer's set-up and clients use
     #: the broker's binary and the Debian package that installs it (the one-line error)
     binary: ClassVar[str]
     package: ClassVar[str]
@@ -86,7 +89,14 @@ class Peer(Backend):
         return [self.node or f"{self.name}-0"]
 
     def boot(self, node: str) -> Boot:
-        raise TypeError(f"{self.name} is a real broker: it runs as its own process in the live world only")
+        async def refuse(rt: Runtime) -> None:
+            raise TypeError(f"{self.name} is a real broker: it runs as its own process in the live world only")
+
+        return refuse
+
+    def server(self, node: str) -> ServerSpec:
+        """The broker's node: its own binary, which the world runs (``launch`` says how)."""
+        return ServerSpec(node, self.name, self.boot(node), cpu=False, external=self)
 
     @classmethod
     def executable(cls) -> str:
@@ -112,9 +122,7 @@ class Peer(Backend):
         power-loss file system: what is on disk now counts as durable."""
         await self.declare(queues)
         for node in self.server_nodes:
-            checkpoint = getattr(self.world, "checkpoint", None)
-            if checkpoint is not None:
-                await checkpoint(node)
+            await self.world.checkpoint(node)
 
     async def declare(self, queues: Sequence[str]) -> None:
         """Create what the queues need on the broker (default: nothing; a client creates it)."""
@@ -122,8 +130,7 @@ class Peer(Backend):
     def address(self, rt: Runtime | None, port: str | None = None) -> tuple[str, int]:
         """Where a client on node ``rt`` reaches the broker's ``port`` (default: the first):
         through that link's proxy; with ``rt`` None, directly (set-up, not a client)."""
-        address: Callable[..., tuple[str, int]] = getattr(self.world, "address")
-        return address(self.server_nodes[0], port or self.ports[0], None if rt is None else rt.node)
+        return self.world.address(self.server_nodes[0], port or self.ports[0], None if rt is None else rt.node)
 
     @classmethod
     def version(cls) -> str:

@@ -49,11 +49,11 @@ NAME = re.compile(r"[a-z][a-z0-9_-]{0,39}")
 class Registration:
     """One design: its package, its Backend class and the colour every chart draws it in.
 
-    ``backend`` is ``module:Class``, or a class name in ``package.driver``. The package may
-    also hold ``serve.py`` (``lab serve NAME``), ``tools.py`` (``lab NAME TOOL ...``),
-    ``bench.py`` (``lab bench NAME``), ``load.py`` (its Locust client) and ``mutants.py``
-    (its planted bugs). ``colour`` None: the Backend class's ``colour``, else a spare one.
-    A plug-in may declare one of these as its entry point instead of the Backend class."""
+    ``backend`` is ``module:Class``, or a class name in ``package.driver``. Its further parts
+    (``lab serve NAME``, its Locust client, planted bugs, benchmark, tools, cluster command)
+    are the Backend class's ``parts`` (``lab.design.Parts``). ``colour`` None: the Backend
+    class's ``colour``, else a spare one. A plug-in may declare one of these as its entry
+    point instead of the Backend class."""
 
     package: str
     backend: str
@@ -208,7 +208,7 @@ def is_peer(name: str) -> bool:
     """Is ``name`` a real broker (``lab.design.peer.Peer``: its own binary, the live world
     only) rather than a design? False for one that cannot be loaded."""
     try:
-        return hasattr(backend_class(name), "launch")
+        return backend_class(name).is_peer
     except UnknownBackend:
         return False
 
@@ -286,7 +286,31 @@ def backend_class(name: str) -> type[Backend]:
         _load_problems[name] = Problem(name, entry.where,
                                        f"refused: its Backend calls itself {loaded.name!r}, not {name!r}")
         raise _refused(name)
+    if (undeclared := _undeclared_parts(entry, loaded)):
+        declare = ", ".join(f'{part}="{entry.package}.{part}"' for part in undeclared)
+        _load_problems[name] = Problem(name, entry.where, (
+            f"refused: its package has {', '.join(f'{part}.py' for part in undeclared)} but its Backend declares "
+            f"no parts: add `parts = Parts({declare})` to {loaded.__name__} (from lab.design import Parts)"))
+        raise _refused(name)
     return loaded
+
+
+def _undeclared_parts(entry: Registration, cls: type[Backend]) -> list[str]:
+    """The modules a design written before ``Backend.parts`` keeps beside its driver
+    (``serve.py``, ``load.py`` ...) and does not declare: found by name only to say so, once,
+    when it is loaded."""
+    from lab.design.backend import PARTS, Parts
+
+    if cls.parts != Parts():
+        return []
+    return [part for part in PARTS if _has_module(f"{entry.package}.{part}")]
+
+
+def _has_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ImportError:  # the package is a lone module: it has no submodules
+        return False
 
 
 def colour(name: str) -> str:
@@ -299,12 +323,15 @@ def colour(name: str) -> str:
 
 
 def design_module(name: str, part: str) -> ModuleType | None:
-    """The design's ``serve``, ``tools``, ``bench``, ``load`` or ``mutants`` module, or None if
-    it has none; UnknownBackend, naming why, for a design that cannot be used."""
+    """The module the design declares for ``part`` (``serve``, ``load``, ``mutants``,
+    ``bench``, ``tools``, ``cluster``: ``Backend.parts``), or None if it declares none;
+    UnknownBackend, naming why, for a design that cannot be used."""
+    module = backend_class(name).parts.module(part)
+    if module is None:
+        return None
     entry = registration(name)
-    module = f"{entry.package}.{part}"
     try:
-        return importlib.import_module(module) if importlib.util.find_spec(module) is not None else None
+        return importlib.import_module(module)
     except Exception as e:
         _load_problems[name] = Problem(name, entry.where, f"refused: cannot be imported: {type(e).__name__}: {e}")
         raise _refused(name) from e

@@ -28,6 +28,7 @@ from lab.worlds import interrupt
 from lab.design.registry import backend_class
 from lab.history.paths import runs_dir
 from lab.history.record import read_samples, ok_ops
+from lab.experiments.run_spec import Calibration
 from lab.experiments.runner import run
 from lab.experiments.runner_manifest import RunResult
 from lab.judge.summary import MEASURED, end_to_end_ns, format_ns
@@ -102,9 +103,10 @@ def fidelity(backend: str, workload: Workload, calibration: str | None = None,
         raise ValueError(f"{backend} does not run in both worlds")
     if workload.faults:
         raise ValueError(f"{workload.source}: fidelity compares fault-free load; this workload has faults")
-    source = calibration or str(cls.calibration_path())
     if calibration is None and (cls.calibration_path() is None or not cls.calibration_path().exists()):
         raise ValueError(f"{backend} has no committed calibration: run `lab calibrate {backend}` first")
+    model = Calibration.load(calibration if calibration is not None else cls.calibration_path())  # once, for every sim run
+    source = model.source
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     directory = Path(out) if out is not None else runs_dir() / f"fidelity-{backend}-{workload.name}-{stamp}"
     if directory.exists() and any(directory.iterdir()):
@@ -114,8 +116,8 @@ def fidelity(backend: str, workload: Workload, calibration: str | None = None,
     def both(load: Workload, name: str) -> tuple[RunResult, RunResult]:
         pair = []
         for world in ("live", "sim"):
-            result = run(_in_world(load, world, calibration), backend, world, out=directory / f"{load.name}-{world}",
-                         progress=progress)
+            result = run(_in_world(load, world), backend, world, out=directory / f"{load.name}-{world}",
+                         progress=progress, calibration=model if world == "sim" else None)
             pair.append(result)
             fig = figures(result)
             echo(f"  {name:<14} {world:<4} put {fig['put_per_s']:>9,.0f}/s  p50 {format_ns(fig.get('put_p50_ns', 0)):>9}"
@@ -150,13 +152,10 @@ def fidelity(backend: str, workload: Workload, calibration: str | None = None,
     return table
 
 
-def _in_world(workload: Workload, world: str, calibration: str | None) -> Workload:
+def _in_world(workload: Workload, world: str) -> Workload:
     if world != "sim":
         return workload
-    sim = {**workload.sim, "latency": "calibrated"}
-    if calibration is not None:
-        sim["calibration"] = str(Path(calibration).resolve())
-    return dataclasses.replace(workload, sim=sim)
+    return dataclasses.replace(workload, sim={**workload.sim, "latency": "calibrated"})
 
 
 def _saturation(workload: Workload, both, duration: float) -> tuple[dict[str, dict[str, float]], int]:

@@ -35,7 +35,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from lab.design.registry import backend_class
 from lab.design.backend import outcome_of
 from lab.judge.checker import check
 from lab.worlds.live import LiveWorld
@@ -44,11 +43,11 @@ from lab.design.message import decode
 from lab.workloads.nemesis import Nemesis
 from lab.workloads.fault_base import Cast
 from lab.history.paths import make_run_dir, runs_dir
-from lab.history.phases import with_phases
+from lab.history.phases import fault_kinds, with_phases
 from lab.history.record import Recorder, write_samples
 from lab.experiments.runner_manifest import RunResult, write_manifest
 from lab.judge.summary import summarize
-from lab.judge.verdict import RunFacts
+from lab.experiments.run_spec import RunSpec
 from lab.workloads.spec import Workload, parse_workload
 from lab.workloads.errors import WorkloadError
 
@@ -154,8 +153,12 @@ def run_load(backend: str, *, users: int = 10, spawn_rate: float = 10.0, duratio
     instead of running headless — the users start the load from the page (``users`` is
     only the mix's size), and Ctrl-C ends it; the faults count from the start the page
     gives."""
-    cls = backend_class(backend)
-    options = cls.check_options(options, "live")
+    n_producers, n_consumers = split_users(users, producers, consumers)
+    warmup = min(duration / 4, users / spawn_rate) if spawn_rate > 0 else 0.0
+    workload = load_workload_for(backend, users, duration, n_producers, n_consumers, ack, queues, size,
+                                 rate * n_producers, list(faults or []), seed, warmup)
+    spec = RunSpec.resolve(workload, backend, "live", options=options)  # the design and its options, once
+    workload, options = spec.workload, spec.options
     if processes < 1:
         raise WorkloadError("--processes must be at least 1")
     if master is not None and master.workers < 1:
@@ -183,10 +186,6 @@ def run_load(backend: str, *, users: int = 10, spawn_rate: float = 10.0, duratio
     if hosts and master is not None and master.advertise:
         raise WorkloadError("--advertise names this machine for the servers lab load starts: with --host the "
                             "workers reach your servers at the addresses given")
-    n_producers, n_consumers = split_users(users, producers, consumers)
-    warmup = min(duration / 4, users / spawn_rate)
-    workload = load_workload_for(backend, users, duration, n_producers, n_consumers, ack, queues, size,
-                                 rate * n_producers, list(faults or []), seed, warmup)
     for fault in workload.faults:
         refusal = LiveWorld.refusal(fault)
         if refusal is not None:
@@ -195,7 +194,7 @@ def run_load(backend: str, *, users: int = 10, spawn_rate: float = 10.0, duratio
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     run_id = f"{stamp}-load-{backend}-live-s{seed}-{token}"
     world = LiveWorld(seed=seed)
-    design = cls(world, options)
+    design = spec.design(world, options)
     remote = parse_hosts(hosts, backend, design.server_nodes) if hosts else None
     queue_prefix = f"{token}-" if remote else ""
     run_dir = Path(out) if out is not None else runs_dir() / run_id
@@ -214,10 +213,10 @@ def run_load(backend: str, *, users: int = 10, spawn_rate: float = 10.0, duratio
         table = pa.concat_tables([_worker_samples(run_dir), recorder.table()])
         table = with_phases(table, *bounds)
         write_samples(table, run_dir / "samples.parquet")
-        from lab.history.phases import fault_kinds as started
-        verdict = check(table, RunFacts(backend, options, workload.reliable, tuple(sorted(started(table)))))
-        result = RunResult(run_id, run_dir, workload, backend, "live", seed, verdict, summarize(table),
-                           table.num_rows, wall, wall, warnings)
+        if web_port is not None:
+            spec = dataclasses.replace(spec, workload=workload)
+        verdict = check(table, spec.facts(fault_kinds(table)))
+        result = RunResult(run_id, run_dir, spec, verdict, summarize(table), table.num_rows, wall, wall, warnings)
         write_manifest(result, world)
     except BaseException:
         if created:

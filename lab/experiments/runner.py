@@ -33,33 +33,32 @@ import shutil
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, TextIO
+from typing import Any, Iterable, Mapping, TextIO
 
 from lab.design.backend import Backend, outcome_of
-from lab.design.registry import backend_class, design_module
+from lab.design.registry import backend_class
+from lab.design.runtime import Runtime
+from lab.design.world import World
+from lab.experiments.run_spec import WORLDS, Calibration, RunSpec
 from lab.experiments.runner_clients import (DRAIN_CAP, DRAIN_CONSUMER, DRAIN_STALL, _ClientPool, _consume, _gaps,
                                             _produce, _produce_open, _split, _State)
 from lab.experiments.runner_manifest import (CHECKED_COLUMNS, SPILL_FILE, RunResult, write_manifest,
                                              write_samples_phased)
+from lab.history.paths import make_run_dir, runs_dir
+from lab.history.phases import fault_kinds
+from lab.history.record import Recorder, read_samples
 from lab.judge.checker import check
+from lab.judge.summary import summarize
+from lab.workloads.errors import WorkloadError
 from lab.workloads.fault_base import Cast
 from lab.workloads.faults import kinds_in, supports
 from lab.workloads.nemesis import Nemesis
-from lab.history.paths import make_run_dir, runs_dir
-from lab.history.record import Recorder, read_samples
-from lab.design.runtime import Runtime, World
-from lab.judge.summary import summarize
-from lab.judge.verdict import RunFacts
-from lab.workloads.errors import WorkloadError
 from lab.workloads.spec import Workload
 
 PROGRESS_STEP = 0.25  # seconds (of the world's clock) between progress updates
 
 
-WORLDS = ("sim", "live")
-
-
-def world_class(kind: str) -> type:
+def world_class(kind: str) -> type[World]:
     if kind == "sim":
         from models.world import SimWorld
 
@@ -71,33 +70,44 @@ def world_class(kind: str) -> type:
     raise ValueError(f"unknown world {kind!r} (sim or live)")
 
 
-def make_world(kind: str, seed: int, workload: Workload | None = None) -> World:
-    cls = world_class(kind)
-    if kind == "sim":
+def make_world(spec: RunSpec) -> World:
+    """The world of a run: the sim's physical parameters from the workload's ``sim:`` block
+    and its CPU model from the spec's calibration (loaded once, at the door); live, node
+    disks in a temporary folder, removed after the run."""
+    if spec.world == "sim":
         from models.config import SimConfig
+        from models.world import SimWorld
 
-        return cls(seed, SimConfig.from_spec(workload.sim) if workload is not None and workload.sim else None)
-    return cls(seed)  # live: node disks in a temporary folder, removed after the run
+        config = SimConfig.from_spec(spec.workload.sim)
+        config.service = spec.calibration.model
+        config.cpu = spec.calibration.model is not None
+        return SimWorld(spec.seed, config)
+    from lab.worlds.live import LiveWorld
+
+    return LiveWorld(spec.seed)
 
 
 def fault_refusal(workload: Workload, world: str, backend: str | None = None) -> str | None:
     """Why ``world`` cannot apply ``workload``'s fault schedule (one line), or None if it can;
     with ``backend``, also why not to that design's servers (live: they must be processes)."""
-    cls = world_class(world)
+    return refusal(workload, world, backend_class(backend) if backend is not None else None)
+
+
+def refusal(workload: Workload, world: str, design: type[Backend] | None = None) -> str | None:
+    """``fault_refusal`` for a design's class at hand (the spec's)."""
     found = supports(kinds_in(world), workload.faults)
     if found is None:
-        peer = backend is not None and hasattr(backend_class(backend), "launch")  # a real broker (lab.design.peer)
+        peer = design is not None and design.is_peer
         if peer and any(fault.kind == "crash" for fault in workload.faults):
             from lab.worlds.live.powerfs import unavailable
 
             if (why := unavailable()) is not None:
-                return (f"a crash of {backend} loses what it did not fsync only on the power-loss file system, and "
-                        f"it cannot mount here: {why} (a kill fault keeps the page cache and needs none)")
-        if (world == "live" and backend is not None and workload.faults and not peer
-                and design_module(backend, "serve") is None):
-            return (f"the live world applies faults to server processes, and {backend} has none "
+                return (f"a crash of {design.name} loses what it did not fsync only on the power-loss file system, "
+                        f"and it cannot mount here: {why} (a kill fault keeps the page cache and needs none)")
+        if world == "live" and design is not None and workload.faults and not peer and design.parts.serve is None:
+            return (f"the live world applies faults to server processes, and {design.name} has none "
                     f"(it runs in the runner's process)")
-        refuse = getattr(cls, "refusal", lambda fault: None)  # what else the world cannot do
+        refuse = world_class(world).refusal  # what else the world cannot do
         return next((f"the {world} world cannot apply faults[{number}] ({fault.kind}): {why}"
                      for number, fault in enumerate(workload.faults) if (why := refuse(fault))), None)
     number, fault = found
@@ -113,51 +123,52 @@ def run(
     seed: int | None = None,
     out: str | Path | None = None,
     progress: bool | TextIO = True,
-    options: dict[str, Any] | None = None,
+    options: Mapping[str, Any] | None = None,
+    calibration: str | Calibration | None = None,
 ) -> RunResult:
     """Run ``workload`` against ``backend`` in ``world``; write and return the results.
 
-    ``progress``: True for a bar on a terminal, False for none, or a stream to draw it on."""
-    seed = workload.seed if seed is None else seed
-    workload = workload.with_seed(seed)
-    cls = backend_class(backend)
-    options = cls.check_options(options, world)
-    if world not in cls.worlds:
-        raise WorkloadError(f"backend {backend!r} runs in the {' and '.join(cls.worlds)} world(s), not {world!r}"
-                            + (" (--world live)" if cls.worlds == ("live",) else ""))
-    refusal = fault_refusal(workload, world, backend)
-    if refusal is not None:
-        raise WorkloadError(f"{workload.source}: {refusal}")
+    ``calibration`` (sim): a calibration file, or ``none``, for the server nodes' CPU model
+    (default: the workload's ``sim: calibration``, else the design's own). ``progress``:
+    True for a bar on a terminal, False for none, or a stream to draw it on."""
+    spec = RunSpec.resolve(workload, backend, world, seed=seed, options=options, calibration=calibration)
+    return run_spec(spec, out, progress)
+
+
+def run_spec(spec: RunSpec, out: str | Path | None = None, progress: bool | TextIO = True) -> RunResult:
+    """Run a resolved spec: the world, the design's servers, the load and the nemesis, then
+    the checker; the run folder written (``out``, else ``results/runs/<run_id>``)."""
+    workload = spec.workload
+    refused = refusal(workload, spec.world, spec.design)
+    if refused is not None:
+        raise WorkloadError(f"{workload.source}: {refused}")
 
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    run_id = f"{stamp}-{workload.name}-{backend}-{world}-s{seed}-{secrets.token_hex(2)}"
+    run_id = f"{stamp}-{workload.name}-{spec.backend}-{spec.world}-s{spec.seed}-{secrets.token_hex(2)}"
     run_dir = Path(out) if out is not None else runs_dir() / run_id
     created = make_run_dir(run_dir)
     recorder: Recorder | None = None
     try:
-        the_world = make_world(world, seed, workload)
-        if hasattr(the_world, "logs_to"):  # live: the server processes' logs go beside the samples
-            the_world.logs_to = run_dir / "servers"
-        recorder = Recorder(run_id, world, backend, workload.name, classify=outcome_of,
+        the_world = make_world(spec)
+        the_world.keep_logs(run_dir / "servers")  # live: the server processes' logs go beside the samples
+        recorder = Recorder(run_id, spec.world, spec.backend, workload.name, classify=outcome_of,
                             spill=run_dir / SPILL_FILE)
         warnings: list[str] = []
         phase_bounds: list[int | None] = []  # warm-up end and drain start, as _main finds them
         wall_start = time.perf_counter()
         world_seconds = the_world.run(
-            lambda control: _main(control, the_world, cls(the_world, options), workload, recorder, progress,
-                                  warnings, phase_bounds)
+            lambda control: _main(control, the_world, spec.design(the_world, spec.options), workload, recorder,
+                                  progress, warnings, phase_bounds)
         )
         wall_seconds = time.perf_counter() - wall_start
 
         rows = write_samples_phased(recorder, run_dir / "samples.parquet", *phase_bounds)
-        recorder.discard()
         table = read_samples(run_dir, CHECKED_COLUMNS, lean=True)  # what the checker and summary read
-        from lab.history.phases import fault_kinds as started
-        verdict = check(table, RunFacts(backend, options, workload.reliable, tuple(sorted(started(recorder.fault_table())))))
+        verdict = check(table, spec.facts(fault_kinds(recorder.fault_table())))
+        recorder.discard()
         summary = summarize(table)
         del table
-        result = RunResult(run_id, run_dir, workload, backend, world, seed, verdict, summary,
-                           rows, wall_seconds, world_seconds, warnings)
+        result = RunResult(run_id, run_dir, spec, verdict, summary, rows, wall_seconds, world_seconds, warnings)
         write_manifest(result, the_world)
     except BaseException:
         if recorder is not None:
@@ -222,10 +233,8 @@ async def _main(control: Runtime, world: World, backend: Backend, workload: Work
     if nemesis is not None:
         load_end = control.now_ns()
         nemesis.heal_all(control)
-        settle = getattr(world, "settle", None)  # live: servers still restarting are ready first
-        if settle is not None:
-            await settle()
-        warnings += _late_restarts(getattr(world, "restarts", ()), t0, load_end)
+        await world.settle()  # live: servers still restarting are ready first
+        warnings += _late_restarts(world.restarts, t0, load_end)
         end = (control.now_ns() - t0) / 1e9
         warnings += [f"fault {i} ({f.fault} at {f.at:g} s) never started: the load ended at {end:.2f} s"
                      for i, f in enumerate(workload.faults) if i not in nemesis.started]

@@ -1,6 +1,7 @@
 """A run's record: its ``RunResult``, and the files written in its run folder once the
 load is over — ``samples.parquet`` with each row's phase set (``write_samples_phased``) and
-``manifest.json``: what ran, with what, and its verdict and summary (``write_manifest``).
+``manifest.json``: the run's spec written out (``lab.experiments.run_spec``), and what it
+found — the fault kinds that started, its verdict, summary and warnings (``write_manifest``).
 """
 
 from __future__ import annotations
@@ -11,23 +12,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lab.design.registry import backend_class
+from lab.experiments.run_spec import RunSpec
 from lab.judge.checker import Check
 from lab.judge.findings import Verdict
 from lab.history.phases import fault_events, phases_at
 from lab.history.provenance import machine, versions
 from lab.history.record import SAMPLE_SCHEMA, Recorder, write_sample_batches
-from lab.design.runtime import World
+from lab.design.world import World
 from lab.workloads.spec import Workload
 
 @dataclass
 class RunResult:
     run_id: str
     run_dir: Path
-    workload: Workload
-    backend: str
-    world: str
-    seed: int
+    spec: RunSpec  # what ran: resolved once, at the runner's door
     check: Check  # the checker's counts and explanations, and the judgement of them
     summary: dict[str, Any]
     samples: int
@@ -39,6 +37,22 @@ class RunResult:
     @property
     def verdict(self) -> Verdict:
         return self.check.verdict
+
+    @property
+    def workload(self) -> Workload:
+        return self.spec.workload
+
+    @property
+    def backend(self) -> str:
+        return self.spec.backend
+
+    @property
+    def world(self) -> str:
+        return self.spec.world
+
+    @property
+    def seed(self) -> int:
+        return self.spec.seed
 
     @property
     def samples_path(self) -> Path:
@@ -67,16 +81,12 @@ def write_samples_phased(recorder: Recorder, path: Path, warmup_end_ns: int, dra
 
 
 def write_manifest(result: RunResult, world: World) -> None:
-    """The run folder's manifest.json: what ran, with what, and its verdict and summary."""
-    workload = dataclasses.asdict(result.workload)
+    """The run folder's manifest.json: the run's spec written out, and what the run found."""
+    facts = result.check.facts
     manifest = {
         "run_id": result.run_id,
-        "workload": workload,
-        "backend": result.backend,
-        "options": result.check.facts.options,  # checked, defaults filled in: what the verdict was judged by
-        "fault_kinds": result.check.facts.faults,  # the kinds that started (lab.judge.verdict.fault_kinds)
-        "world": result.world,
-        "seed": result.seed,
+        **result.spec.manifest(),
+        "fault_kinds": list(facts.faults) if facts is not None else [],  # those that started (lab.judge.verdict)
         "samples": result.samples,
         "wall_seconds": round(result.wall_seconds, 3),
         "world_seconds": round(result.world_seconds, 6),
@@ -86,16 +96,14 @@ def write_manifest(result: RunResult, world: World) -> None:
         "versions": versions(),
         "machine": machine(),
     }
-    design = backend_class(result.backend)
-    if hasattr(design, "launch"):  # a real broker (lab.design.peer): which build the verdict is about
+    design = result.spec.design
+    if design.is_peer:  # a real broker (lab.design.peer): which build the verdict is about
         manifest["broker"] = {"package": design.package, "version": design.version()}
     from lab.experiments import planting
 
     if planting.planted_now is not None:  # a planted bug's run: never mistaken for the design's own
         manifest["mutant"] = planting.planted_now
-    net = getattr(world, "net", None)
-    if world.kind == "sim" and net is not None:
-        manifest["network"] = {"delivered": net.delivered, "dropped": dict(sorted(net.dropped.items()))}
+    manifest.update(world.recorded())  # the sim: its network's counts
     (result.run_dir / "manifest.json").write_text(json.dumps(_plain(manifest), indent=2, allow_nan=False) + "\n")
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 from urllib.parse import quote
 
+from lab.design import Parts
 from lab.design import Backend, Delivery, QueueClient, Rejected
 from lab.backends.cassieq.core.model import DEFAULT_FINALIZE_SECONDS, DEFAULT_REPAIR_POLL_SECONDS
 from lab.backends.cassieq.core.repair import START_JITTER_SECONDS
@@ -183,6 +184,10 @@ def _ok(reply: HttpReply, what: str) -> HttpReply:
 
 class CassieqBackend(Backend):
     name = "cassieq"
+    parts = Parts(serve="lab.backends.cassieq.serve",
+                  load="lab.backends.cassieq.load",
+                  mutants="lab.backends.cassieq.mutants",
+                  bench="lab.backends.cassieq.bench")
     colour = "#2ca02c"  # every chart draws it in this
     summary = ("HTTP queue on a Cassandra-style store: monotons, buckets and pointers by compare-and-set, "
                "leases with pop receipts, a repair worker; several API nodes")

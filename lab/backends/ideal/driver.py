@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from lab.design import TIMEOUT
+from lab.design import Parts
 from lab.design import Backend, Delivery, QueueClient, Rejected
 from lab.design import Option
 from lab.backends.ideal.core import Ack, Get, IdealQueue, Item, Put, Release
@@ -53,6 +54,7 @@ def _service_spec(value: object) -> str:
 
 class IdealBackend(Backend):
     name = "ideal"
+    parts = Parts(mutants="lab.backends.ideal.mutants")
     colour = "#7f7f7f"  # every chart draws it in this
     summary = "in-memory FIFO with reliable reads: the control row (no disk, no replicas)"
     options_declared = (
@@ -78,11 +80,12 @@ class IdealBackend(Backend):
     def server_nodes(self) -> list[str]:
         return [SERVER]
 
-    def service_model(self) -> ServiceModel | None:
-        service = self.options.get("service")
+    @classmethod
+    def service_model(cls, options: Mapping[str, Any]) -> ServiceModel | None:
+        service = options.get("service")
         if service is not None:
             return ServiceModel.uniform(ServiceTime.parse(service), f"--option service={service}")
-        return super().service_model()
+        return super().service_model(options)
 
     def boot(self, node: str) -> Boot:
         async def boot(rt: Runtime) -> None:

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from lab.design import Parts
 from lab.design import Backend, Delivery, QueueClient, Rejected
 from lab.backends.kestrel.config import QUEUE_OPTIONS, ServerConfig, config_from_mapping
 from lab.backends.kestrel.wire.client import ReplyReader, encode_get, encode_set, get_key
@@ -74,6 +75,11 @@ def _queue_option(key: str):
 
 class KestrelBackend(Backend):
     name = "kestrel"
+    parts = Parts(serve="lab.backends.kestrel.serve",
+                  load="lab.backends.kestrel.load",
+                  mutants="lab.backends.kestrel.mutants",
+                  bench="lab.backends.kestrel.bench",
+                  tools="lab.backends.kestrel.tools")
     colour = "#1f77b4"  # every chart draws it in this
     summary = "memcache-protocol queue server with a journal; reliable reads (/open, /close) per connection"
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 from urllib.parse import quote
 
+from lab.design import Parts
 from lab.design import Backend, Delivery, QueueClient, Rejected
 from lab.design import BadOption
 from lab.design import TIMEOUT, Option, choice, number, whole
@@ -95,6 +96,12 @@ def _ok(reply: HttpReply, what: str) -> HttpReply:
 
 class PrimerBackend(Backend):
     name = "primer"
+    parts = Parts(serve="lab.backends.primer.serve",
+                  load="lab.backends.primer.load",
+                  mutants="lab.backends.primer.mutants",
+                  bench="lab.backends.primer.bench",
+                  tools="lab.backends.primer.tools",
+                  cluster="lab.backends.primer.cluster")
     colour = "#9467bd"  # every chart draws it in this
     summary = ("master-master replicated queue: gossip membership (Plumtree), W-way sync or chain replication, "
                "reads from any node, leases and acks broadcast; AP under net-splits")

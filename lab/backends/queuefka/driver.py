@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 from urllib.parse import quote
 
+from lab.design import Parts
 from lab.design import Backend, Delivery, QueueClient, Rejected
 from lab.design import TIMEOUT, Option, number, whole
 from lab.backends.queuefka.core.broker_api import Config, Fetched
@@ -151,6 +152,10 @@ def _reply(status: int, body: bytes) -> Any:
 
 class QueuefkaBackend(Backend):
     name = "queuefka"
+    parts = Parts(serve="lab.backends.queuefka.serve",
+                  load="lab.backends.queuefka.load",
+                  mutants="lab.backends.queuefka.mutants",
+                  bench="lab.backends.queuefka.bench")
     colour = "#d62728"  # every chart draws it in this
     summary = "embedded append-only segment log (one log per topic) with consumer groups; HTTP front when live"
 

@@ -33,6 +33,7 @@ from typing import Any, Mapping
 from lab.design import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, DISK_LOSS, FIFO, HOLDERS, TIMEOUT, Allowance,
                         Delivery, Option, Promises, QueueClient, Rejected, Runtime, Unreachable, whole)
 from lab.design.peer import Launch, Peer, Place
+from lab.design import Parts
 
 PRIORITY = 0  # every job alike: the ready heap is then FIFO by id
 POLL_S = 0.002  # between polls of a get shorter than reserve-with-timeout's one second
@@ -230,6 +231,7 @@ class BeanstalkdClient(QueueClient):
 
 class BeanstalkdPeer(Peer):
     name = "beanstalkd"
+    parts = Parts(load="lab.peers.beanstalkd.load")
     colour = "#000080"
     summary = "beanstalkd tubes (put, reserve, delete, release; the job's time-to-run as the lease), binlog"
     binary, package = "beanstalkd", "beanstalkd"

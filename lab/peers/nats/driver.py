@@ -38,6 +38,7 @@ from lab.design import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, DISK_LOSS, 
                         HOLDERS, TIMEOUT, Allowance, BadOption, Delivery, Option, Promises, QueueClient, Rejected,
                         Runtime, Unreachable, choice, whole)
 from lab.design.peer import Launch, MissingBinary, Peer, Place
+from lab.design import Parts
 
 DURABLE = "lab"
 DEFAULT_SYNC = "2m"  # the server's own: stream.go sets SyncInterval = 2 * time.Minute for file streams
@@ -233,6 +234,7 @@ class NatsClient(QueueClient):
 
 class NatsPeer(Peer):
     name = "nats"
+    parts = Parts(load="lab.peers.nats.load")
     colour = "#1b9e77"
     summary = ("NATS JetStream: a work-queue stream per queue, file storage, an explicit-ack pull consumer "
                "(AckWait lease)")

@@ -33,6 +33,7 @@ from lab.design import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, DISK_LOSS, 
                         TIMEOUT, Allowance, Delivery, Option, Promises, QueueClient, Rejected, Runtime, Unreachable,
                         choice, whole)
 from lab.design.peer import Launch, MissingBinary, Peer, Place
+from lab.design import Parts
 
 BIN = Path("/usr/lib/rabbitmq/bin")
 QUEUE_TYPES = ("classic", "quorum")
@@ -231,6 +232,7 @@ class RabbitmqClient(QueueClient):
 
 class RabbitmqPeer(Peer):
     name = "rabbitmq"
+    parts = Parts(load="lab.peers.rabbitmq.load")
     colour = "#b35806"
     summary = "RabbitMQ with durable classic or quorum queues, publisher confirms and manual acks (aio-pika)"
     binary, package = "rabbitmq-server", "rabbitmq-server"

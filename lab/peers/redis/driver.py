@@ -27,6 +27,7 @@ from lab.design import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, DISK_LOSS, 
                         Allowance, Delivery, Option, Promises, QueueClient, Rejected, Runtime, Unreachable, choice,
                         whole)
 from lab.design.peer import Launch, Peer, Place
+from lab.design import Parts
 
 GROUP = "lab"
 FSYNCS = ("always", "everysec", "no")
@@ -145,6 +146,7 @@ def _field(fields: Any) -> bytes:
 
 class RedisPeer(Peer):
     name = "redis"
+    parts = Parts(load="lab.peers.redis.load", bench="lab.peers.redis.bench")
     colour = "#8b0000"  # dark red: queuefka has red
     summary = "Redis Streams with a consumer group (XREADGROUP, XACK; XAUTOCLAIM as the lease), append-only file"
     binary, package = "redis-server", "redis-server"

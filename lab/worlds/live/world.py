@@ -25,7 +25,7 @@ import shutil
 import time
 from pathlib import Path
 from functools import partial
-from typing import Any, Awaitable, Callable, Coroutine, Protocol, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, Coroutine, Sequence, TypeVar
 
 from lab.worlds.live.external import ExternalProcess
 from lab.worlds.live.processes import RESTART_TRIES, STOP_TIMEOUT, ServerProcess
@@ -33,17 +33,13 @@ from lab.worlds.live.proxy import LiveLinks
 from lab.worlds.live.runtime import LiveRuntime
 from lab.worlds.live.slowdown import injected
 from lab.design.runtime import Boot
+from lab.design.world import ServerSpec, Targeted
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 
-class Targeted(Protocol):
-    """What the world reads of a fault it is asked to apply (a ``lab.workloads`` Fault)."""
-
-    kind: str
-    target: Sequence[str]
 INTERRUPT_GRACE = 2.0  # seconds an interrupted run's servers have to stop on SIGTERM before kill -9
 
 
@@ -114,20 +110,20 @@ class LiveWorld:
         await asyncio.get_running_loop().run_in_executor(None, proc.wait_ready)
         return proc
 
-    async def start_server(self, node: str, design: Any) -> None:
-        """A design's server node: ``lab serve NAME`` as a process of its own, or, for a
-        design without one (the in-memory control), its boot on a node of this process."""
-        from lab.design.registry import design_module
-
-        if design.name in self.slowdown:  # a test hook, empty unless QUEUE_LAB_INJECT_SLOWDOWN is set
-            self.stretched[node] = self.slowdown[design.name]
-        if hasattr(design, "launch"):  # a real broker (lab.design.peer.Peer): its own binary
-            await self.start_external(node, design)
-        elif design_module(design.name, "serve") is None:
-            await self.start(node, design.boot(node))
+    async def start_server(self, server: ServerSpec) -> None:
+        """A design's server node: ``lab serve NAME`` as a process of its own, a real broker's
+        binary, or, for a design without a server entry (the in-memory control), its boot on
+        a node of this process."""
+        node = server.node
+        if server.design in self.slowdown:  # a test hook, empty unless QUEUE_LAB_INJECT_SLOWDOWN is set
+            self.stretched[node] = self.slowdown[server.design]
+        if server.external is not None:
+            await self.start_external(node, server.external)
+        elif server.serve_args is None:
+            await self.start(node, server.boot)
         else:
-            argv = design.serve_args(node, self.root / node, partial(self.reach, node))
-            await self.start_process(node, design.name, argv)
+            argv = server.serve_args(self.root / node, partial(self.reach, node))
+            await self.start_process(node, server.design, argv)
 
     async def start_external(self, node: str, peer: Any) -> ExternalProcess:
         """Start server node ``node`` of a real broker (``lab.design.peer.Peer``) in
@@ -363,7 +359,7 @@ class LiveWorld:
                 finally:
                     proc.close()
             if not interrupted:
-                self._keep_logs()
+                self._copy_logs()
             await self.links.close()
             for rt in list(self.nodes.values()):
                 await rt.close()
@@ -371,7 +367,16 @@ class LiveWorld:
                 self._tmp.cleanup()
 
 
-    def _keep_logs(self) -> None:
+    def keep_logs(self, folder: Path) -> None:
+        """Copy every server process's log into ``folder`` when the world ends (a run's
+        folder keeps them: the world's root is temporary)."""
+        self.logs_to = folder
+
+    def recorded(self) -> dict[str, Any]:
+        """Nothing of its own: the live world's links and processes are the machine's."""
+        return {}
+
+    def _copy_logs(self) -> None:
         """Copy every server process's log (its stderr, all its starts) to ``logs_to``."""
         if self.logs_to is None or not self.processes:
             return

@@ -1,0 +1,135 @@
+"""One run, resolved once at the runner's door: ``RunSpec``.
+
+Whoever asks for a run — a command, an experiment, a notebook — names a workload, a design,
+a world, options, perhaps a seed and a calibration. ``RunSpec.resolve`` turns the names into
+the things, once: the design's class, its options checked with defaults filled in
+(``Checked``: a ``Backend`` takes them as they are), the promises they give under the
+workload's read mode, the workload with its seed applied (each ranged fault time drawn for
+it: the seed has one track, the workload's), and the sim world's CPU model loaded. The
+world, the clients, the nemesis, the checker and the manifest read the spec; nothing
+downstream resolves a name, checks an option or reads a calibration file again.
+
+A run folder's manifest is the spec written out (``manifest``), with what the run found
+beside it; ``facts_from_manifest`` reads back what judging needs, so a judged run can be
+judged again from its folder alone, the design's promises included (``lab.judge.verdict``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from lab.design.backend import Backend
+from lab.design.options import Checked
+from lab.design.promises import Promises
+from lab.design.registry import backend_class
+from lab.design.service import ServiceModel, ServiceModelError
+from lab.judge.verdict import RunFacts
+from lab.workloads.errors import WorkloadError
+from lab.workloads.spec import Workload
+
+WORLDS = ("sim", "live")
+NO_CALIBRATION = "none"  # ``--calibration none``: the sim's server nodes cost no CPU time
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The sim world's CPU model of a run's server nodes: the service times (None: no CPU
+    model) and where they came from, for the manifest."""
+
+    model: ServiceModel | None
+    source: str
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Calibration":
+        """A calibration file (``lab calibrate`` writes them), or ``none``; WorkloadError
+        saying what is wrong with a file that is not one."""
+        if str(path) == NO_CALIBRATION:
+            return cls(None, NO_CALIBRATION)
+        try:
+            return cls(ServiceModel.load(path), str(Path(path).resolve()))
+        except ServiceModelError as e:
+            raise WorkloadError(f"calibration {path}: {e}") from None
+
+    @classmethod
+    def resolve(cls, design: type[Backend], options: Checked, world: str,
+                asked: "str | Calibration | None") -> "Calibration":
+        """``asked``: a calibration file, ``none``, one loaded already, or None for the
+        design's own (its committed calibration, or what its options say). The live world
+        has a real CPU: none."""
+        if world != "sim":
+            return cls(None, "the live world's own CPU")
+        if isinstance(asked, Calibration):
+            return asked
+        if asked is not None:
+            return cls.load(asked)
+        model = design.service_model(options)
+        return cls(model, model.source if model is not None else "none: the design has no calibration")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything one run is: resolved once, read by every part of it."""
+
+    workload: Workload  # seeded: its ``seed`` is the run's, its ranged fault times drawn for it
+    design: type[Backend]
+    options: Checked  # the design's options, checked, defaults filled in
+    promises: Promises  # what the design promises under them with the workload's read mode
+    world: str  # "sim" or "live"
+    calibration: Calibration
+
+    @classmethod
+    def resolve(cls, workload: Workload, backend: str, world: str = "sim", *, seed: int | None = None,
+                options: Mapping[str, Any] | None = None,
+                calibration: "str | Calibration | None" = None) -> "RunSpec":
+        """The spec of a run of ``workload`` against design ``backend`` in ``world``;
+        ``calibration`` (sim only: a file, ``none`` or one loaded) overrides the workload's
+        ``sim: calibration``. Raises
+        ``UnknownBackend``, ``BadOption`` or ``WorkloadError`` with one line saying what is
+        wrong, before anything runs or is written."""
+        if world not in WORLDS:
+            raise WorkloadError(f"unknown world {world!r} (sim or live)")
+        design = backend_class(backend)
+        if world not in design.worlds:
+            raise WorkloadError(f"backend {backend!r} runs in the {' and '.join(design.worlds)} world(s), not "
+                                f"{world!r}" + (" (--world live)" if design.worlds == ("live",) else ""))
+        checked = design.check_options(options, world)
+        workload = workload.with_seed(workload.seed if seed is None else seed)
+        asked = calibration if calibration is not None else workload.sim.get("calibration")
+        if asked is not None and world != "sim":
+            raise WorkloadError("a calibration sets the sim world's CPU model; the live world has a real CPU")
+        return cls(workload, design, checked, design.promises(checked, workload.reliable), world,
+                   Calibration.resolve(design, checked, world, asked))
+
+    @property
+    def backend(self) -> str:
+        return self.design.name
+
+    @property
+    def seed(self) -> int:
+        return self.workload.seed
+
+    @property
+    def peer(self) -> bool:
+        """A real broker (``lab.design.peer.Peer``: its own binary), not a design of the lab's."""
+        return self.design.is_peer
+
+    def facts(self, faults: frozenset[str]) -> RunFacts:
+        """What the checker judges the run by, ``faults`` the kinds that started."""
+        return RunFacts(self.backend, self.options, self.workload.reliable, tuple(sorted(faults)), self.promises)
+
+    def manifest(self) -> dict[str, Any]:
+        """The spec as a run folder's manifest writes it."""
+        written: dict[str, Any] = {
+            "workload": dataclasses.asdict(self.workload),
+            "backend": self.backend,
+            "options": dict(self.options),  # checked, defaults filled in: what the verdict was judged by
+            "promises": self.promises.to_dict(),  # so that the run is judged again from its folder alone
+            "world": self.world,
+            "seed": self.seed,
+        }
+        if self.world == "sim":
+            written["calibration"] = self.calibration.source
+        return written
