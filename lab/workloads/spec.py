@@ -21,6 +21,9 @@
     sim: {}                    # optional sim-world physics: latency (or calibrated), loss, fifo_links, fsync,
                                # cores per server node, calibration (a `lab calibrate` file, or none)
 
+The values above are an example; a field the file leaves out is the ``Workload`` dataclass's
+default for it (the one place the defaults are written), and ``name`` is required.
+
 Arrivals: with ``constant`` each producer is one client that sends at fixed intervals and
 waits for each put before the next (OMB's rate limiter: a put that returns late delays the
 ones after it, and their ``delay_ns`` says how late). With ``poisson`` a producer stands
@@ -37,6 +40,7 @@ last heal); both are also found by name (``steady``, ``split-one``), standard se
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,8 +128,10 @@ class Workload:
         return replace(self, seed=seed, faults=timed(self.faults, seed))
 
 
-_FIELDS = ("name", "description", "queues", "producers", "consumers", "message_size", "rate", "arrivals", "duration",
-           "messages", "ack", "warmup", "consumer_delay", "seed", "faults", "recover_within", "sim")
+#: A workload file's fields and what each is when the file leaves it out: the ``Workload``
+#: dataclass's own (its one home); ``source`` is where the file came from, not a field of it.
+_FIELDS = tuple(f.name for f in dataclasses.fields(Workload) if f.name != "source")
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Workload) if f.default is not dataclasses.MISSING}
 _SIM_FIELDS = ("latency", "loss", "fifo_links", "fsync", "cores", "calibration")
 
 
@@ -183,20 +189,20 @@ def parse_workload(data: Any, source: str = "<workload>") -> Workload:
         raise fail("name", "required, a non-empty string")
     if any(c in name for c in "/\\") or name.startswith("."):
         raise fail("name", f"must not contain path separators, got {name!r}")
-    description = data.get("description", "")
+    description = data.get("description", _DEFAULTS["description"])
     if not isinstance(description, str) or "\n" in description.strip():
         raise fail("description", "one line of text")
 
-    def integer(key: str, default: int | None, minimum: int) -> int | None:
-        value = data.get(key, default)
+    def integer(key: str, minimum: int) -> int | None:
+        value = data.get(key, _DEFAULTS[key])
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             raise fail(key, f"must be a whole number >= {minimum}, got {value!r}")
         return value
 
-    def number(key: str, default: float | None, minimum: float, positive: bool = False) -> float | None:
-        value = data.get(key, default)
+    def number(key: str, minimum: float, positive: bool = False) -> float | None:
+        value = data.get(key, _DEFAULTS[key])
         if value is None:
             return None
         if not _is_number(value):
@@ -205,19 +211,19 @@ def parse_workload(data: Any, source: str = "<workload>") -> Workload:
             raise fail(key, f"must be {'>' if positive else '>='} {minimum}, got {value!r}")
         return float(value)
 
-    duration = number("duration", None, 0, positive=True)
-    messages = integer("messages", None, 1)
+    duration = number("duration", 0, positive=True)
+    messages = integer("messages", 1)
     if (duration is None) == (messages is None):
         raise fail("duration", "give exactly one of 'duration' (seconds) or 'messages' (a count)")
-    ack = data.get("ack", "auto")
+    ack = data.get("ack", _DEFAULTS["ack"])
     if ack not in ACK_MODES:
         raise fail("ack", f"must be one of {', '.join(ACK_MODES)}, got {ack!r}")
-    arrivals = data.get("arrivals", "constant")
+    arrivals = data.get("arrivals", _DEFAULTS["arrivals"])
     if arrivals not in ARRIVALS:
         raise fail("arrivals", f"must be one of {', '.join(ARRIVALS)}, got {arrivals!r}")
     if arrivals == "poisson" and not data.get("rate"):
         raise fail("arrivals", "poisson arrivals need a 'rate' > 0 (their mean)")
-    seed = data.get("seed", 0)
+    seed = data.get("seed", _DEFAULTS["seed"])
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise fail("seed", f"must be a whole number, got {seed!r}")
 
@@ -231,20 +237,20 @@ def parse_workload(data: Any, source: str = "<workload>") -> Workload:
     workload = Workload(
         name=name,
         description=description.strip(),
-        queues=integer("queues", 1, 1),
-        producers=integer("producers", 1, 1),
-        consumers=integer("consumers", 1, 0),
-        message_size=integer("message_size", 100, 1),
-        rate=number("rate", 0.0, 0),
+        queues=integer("queues", 1),
+        producers=integer("producers", 1),
+        consumers=integer("consumers", 0),
+        message_size=integer("message_size", 1),
+        rate=number("rate", 0),
         arrivals=arrivals,
         duration=duration,
         messages=messages,
         ack=ack,
-        warmup=number("warmup", 0.0, 0),
-        consumer_delay=number("consumer_delay", 0.0, 0),
+        warmup=number("warmup", 0),
+        consumer_delay=number("consumer_delay", 0),
         seed=seed,
         faults=_parse_faults(data.get("faults") or [], fail),
-        recover_within=number("recover_within", None, 0, positive=True),
+        recover_within=number("recover_within", 0, positive=True),
         sim=dict(sim),
         source=source,
     )
