@@ -45,6 +45,7 @@ class Targeted(Protocol):
 
     kind: str
     target: Sequence[str]
+    hits_process: bool  # it strikes a node's process (pause, crash ...), not only its links
 
 
 @runtime_checkable

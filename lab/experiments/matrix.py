@@ -9,7 +9,10 @@ named), put and end-to-end latency per phase from the Spark pipeline's histogram
 over the seeds (never averages of percentiles), and the time to recover after the heal
 (``lab.judge.recovery``; the slowest seed), held to the scenario's ``recover_within`` budget.
 A cell is INVALID when any of its seeds broke a promise; ``lab matrix`` then exits 1
-(``invalid_rows``), so a script or CI can gate on it; allowed cells do not fail it.
+(``invalid_rows``), so a script or CI can gate on it; allowed cells do not fail it. A seed
+with no evidence (nothing acknowledged or delivered) is counted apart (``no_evidence``):
+the cell's verdict is the worst of the seeds that gave evidence, ``no evidence`` only if
+none did.
 
 With ``spark=MASTER`` each run is a Spark task (``lab.experiments.spark_runs``; all the runs one
 job) in place of a pool's job, its run folder written under the matrix folder, and the table's aggregation runs on
@@ -44,8 +47,8 @@ WORLD = "sim"
 PHASES = ("steady", "fault", "heal")
 OPS = ("put", "e2e")
 QUANTILES = ("p50_ns", "p99_ns", "p999_ns")
-COLUMNS = ("backend", "options", "scenario", "seeds", "no_evidence", "verdict", "reason", "lost", "duplicated", "unexpected",
-           "inversions", "most_overtakers", "recover_s", "undelivered", "recover_within", "recovered_in_time",
+COLUMNS = ("backend", "options", "scenario", "seeds", "no_evidence", "verdict", "reason", "lost", "duplicated",
+           "unexpected", "inversions", "most_overtakers", "recover_s", "undelivered", "recover_within", "recovered_in_time",
            *(f"{op}_{phase}_{q}" for op in OPS for phase in PHASES for q in QUANTILES), "run_ids")
 
 

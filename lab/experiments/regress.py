@@ -226,6 +226,7 @@ def measure(designs: list[str], workloads: list[str], worlds: list[str], repeats
     for world, design, name, rnd, run_id in runs:
         rows = {r["op"]: r for _, r in summary[summary.run_id == run_id].iterrows()}
         k = key(design, name)
+        figures.verdicts.setdefault((world, k), []).append(str(checks.loc[run_id, "verdict"]))
         if world == "sim":
             found = {f"{op}.{c}": _plain(rows[op][c]) for op in sorted(rows) for c in SIM_COLUMNS}
             found.update({f"checks.{c}": _plain(checks.loc[run_id, c]) for c in CHECK_COLUMNS})

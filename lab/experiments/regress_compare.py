@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
-from lab.experiments.regress_stats import CHANGED, FAILING, HIGHER, LOWER, NEW, OK, REGRESSED, Judgement, judge, normalised
+from lab.experiments.regress_stats import (BROKE, CHANGED, FAILING, HIGHER, LOWER, NEW, OK, REGRESSED, SHOWED_NOTHING,
+                                           Judgement, judge, normalised)
+from lab.judge.findings import Verdict
 from lab.judge.summary import format_ns
 
 @dataclass
@@ -25,6 +27,8 @@ class Figures:
     sim: dict[str, dict[str, Any]] = field(default_factory=dict)
     live: dict[str, dict[str, Any]] = field(default_factory=dict)
     probes: list[dict[str, float]] = field(default_factory=list)  # the live rounds' probes, in order
+    #: (world, key) -> the verdict of each of its runs: the set has no fault, so each must be valid
+    verdicts: dict[tuple[str, str], list[str]] = field(default_factory=dict)
 
 
 ALPHA = 0.05  # a live change is significant below this one-sided p-value
@@ -139,6 +143,14 @@ def compare(figures: Figures, baseline: dict[str, Any]) -> list[Row]:
             j: Judgement = judge(normalised(old, [reference] * len(old), reference, m.worse),
                                  normalised(new, [speed] * len(new), reference, m.worse), m.worse, factor, ALPHA, gates)
             rows.append(Row(design, name, "live", m.name, j.baseline, j.now, j.ratio, j.p, j.status, gates))
+    for (world, k), verdicts in sorted(figures.verdicts.items()):
+        name, design = k.split("/")
+        judged = [v for v in verdicts if v != Verdict.VALID]  # the worst first: a broken promise, then no evidence
+        worst = min(judged, key=lambda v: v != Verdict.INVALID, default=None)
+        if worst is not None:  # figures of a run that broke a promise or showed nothing stand for nothing
+            status = BROKE if worst == Verdict.INVALID else SHOWED_NOTHING if worst == Verdict.NO_EVIDENCE else OK
+            rows.append(Row(design, name, world, "verdict", Verdict.VALID, f"{worst} ({len(judged)} of "
+                            f"{len(verdicts)} runs)", None, None, status))
     return rows
 
 
@@ -174,6 +186,9 @@ def verdict_lines(rows: list[Row], update: bool) -> list[str]:
     if any(r.status == REGRESSED for r in bad):
         lines.append(f"REGRESSED: the median moved past the metric's factor and a one-sided Mann-Whitney U test over "
                      f"the rounds gives p < {ALPHA:g}")
+    if any(r.status in (BROKE, SHOWED_NOTHING) for r in bad):
+        lines.append("INVALID or NO EVIDENCE: a run of the set (no fault in it) broke a promise or delivered nothing; "
+                     "its figures say nothing about speed until its verdict is valid again")
     if any(r.status in (CHANGED, NEW) for r in bad):
         lines.append("changed or new: the sim figures are deterministic, so any difference is a change; if it is "
                      "intended, run the gate again with --update --reason \"why\" and commit the baseline")

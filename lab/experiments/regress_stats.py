@@ -26,8 +26,10 @@ from typing import Sequence
 import numpy as np
 
 OK, IMPROVED, REGRESSED, WORSE, CHANGED, NEW = "ok", "improved", "REGRESSED", "worse", "changed", "new"
+#: a run of the set broke a promise, or showed nothing about delivery (``lab.judge.findings.Verdict``)
+BROKE, SHOWED_NOTHING = "INVALID", "NO EVIDENCE"
 #: statuses that fail the gate (``worse``: past its factor and significant, on a report-only metric)
-FAILING = (REGRESSED, CHANGED, NEW)
+FAILING = (REGRESSED, CHANGED, NEW, BROKE, SHOWED_NOTHING)
 HIGHER, LOWER = "higher", "lower"  # which way a metric gets worse: latency higher, throughput lower
 
 

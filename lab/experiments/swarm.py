@@ -337,6 +337,9 @@ def report_lines(result: SwarmResult) -> list[str]:
     lines = [f"swarm of {result.backend} ({opts}): {len(result.runs)} of {result.seeds_asked} seeds ran in "
              f"{result.wall_seconds:.0f} s wall" + (" (the budget was spent)" if result.stopped_by_budget else ""),
              "verdicts: " + ", ".join(f"{v} {counts.get(v, 0)}" for v in VERDICTS)]
+    if counts.get(Verdict.NO_EVIDENCE):  # neither a pass nor a finding: which seeds, so that they can be looked at
+        lines.append("no evidence (nothing acknowledged or delivered): seeds "
+                     + ", ".join(str(r.seed) for r in result.runs if r.verdict == Verdict.NO_EVIDENCE))
     for f in result.findings:
         lines += [f"seed {f.run.seed}: {f.run.verdict.upper()} ({f.run.reason})",
                   f"  faults: {f.run.faults}", f"  replay: {f.command}"]

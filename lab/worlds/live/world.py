@@ -185,7 +185,7 @@ class LiveWorld:
     @classmethod
     def refusal(cls, fault: "Targeted") -> str | None:
         """Why this world cannot apply ``fault`` whatever the design (one line), or None."""
-        if not getattr(fault, "hits_process", True):  # the kind says (lab.workloads.fault_base.Fault)
+        if not fault.hits_process:  # the kind says (lab.workloads.fault_base.Fault)
             return None  # a link fault: its proxies (to servers, between servers) are in the runner's process
         for target in fault.target:
             if target in cls.CLIENT_TARGETS or (target[:1] in ("p", "c") and target[1:].isdigit()):
