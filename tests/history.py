@@ -14,7 +14,8 @@ def history(*ops: tuple) -> pa.Table:
         kind, client, msg_id, outcome = op[:4]
         start = op[4] if len(op) > 4 else i * 10
         latency = op[5] if len(op) > 5 else 5
-        rec.record("n", client, kind, "q0", msg_id, start, latency, outcome, None, 1, "steady")
+        rec.record(node="n", client=client, op=kind, queue="q0", msg_id=msg_id, t_start_ns=start, latency_ns=latency,
+                   outcome=outcome, nbytes=1, phase="steady")
     return rec.table()
 
 
@@ -27,6 +28,6 @@ def with_faults(table: pa.Table, *faults: tuple[str, str, int, int | None]) -> p
     for number, (kind, nodes, start, heal) in enumerate(faults):
         for event, t in ((START, start), (HEAL, heal)):
             if t is not None:
-                rec.record(nodes, NEMESIS, FAULT_OP, None, None, t, 0, "info",
-                           fault_text(event, number, kind, nodes), 0, "fault")
+                rec.record(node=nodes, client=NEMESIS, op=FAULT_OP, queue=None, t_start_ns=t, latency_ns=0,
+                           outcome="info", error=fault_text(event, number, kind, nodes), phase="fault")
     return pa.concat_tables([table, rec.table()])

@@ -27,7 +27,8 @@ def write_run(path, run_id, rows, backend="hand", scenario="hand-made"):
     """rows: (op, client, msg_id, outcome, t_start_ns, latency_ns[, phase])."""
     rec = Recorder(run_id, "sim", backend, scenario)
     for op, client, msg_id, outcome, start, latency, *phase in rows:
-        rec.record("n", client, op, "q0", msg_id, start, latency, outcome, None, 10, phase[0] if phase else "steady")
+        rec.record(node="n", client=client, op=op, queue="q0", msg_id=msg_id, t_start_ns=start, latency_ns=latency,
+                   outcome=outcome, nbytes=10, phase=phase[0] if phase else "steady")
     path.mkdir(parents=True, exist_ok=True)
     write_samples(rec.table(), path / "samples.parquet")
     return path

@@ -24,8 +24,8 @@ def _history(*ops: tuple) -> Recorder:
     """(op, client, msg_id, outcome, start_ms, latency_ms[, fault text]) rows."""
     rec = Recorder("r", "sim", "hand", "hand-made")
     for op, client, msg_id, outcome, start, latency, *text in ops:
-        rec.record("n", client, op, "q0", msg_id, start * MS, latency * MS, outcome, text[0] if text else None, 1,
-                   "steady")
+        rec.record(node="n", client=client, op=op, queue="q0", msg_id=msg_id, t_start_ns=start * MS,
+                   latency_ns=latency * MS, outcome=outcome, error=text[0] if text else None, nbytes=1, phase="steady")
     return rec
 
 

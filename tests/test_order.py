@@ -27,7 +27,8 @@ def table(rows: list[tuple]) -> pa.Table:
     """Rows of (op, client, queue, msg_id, t_start_ns, latency_ns, outcome), as a run's samples."""
     rec = Recorder("test-run", "sim", "hand", "hand-made")
     for kind, client, queue, msg, start, latency, outcome in rows:
-        rec.record("n", client, kind, queue, msg, start, latency, outcome, None, 1, "steady")
+        rec.record(node="n", client=client, op=kind, queue=queue, msg_id=msg, t_start_ns=start, latency_ns=latency,
+                   outcome=outcome, nbytes=1, phase="steady")
     return rec.table()
 
 

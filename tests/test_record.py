@@ -11,14 +11,18 @@ from lab.history.record import ALPHA, SAMPLE_SCHEMA, LogHistogram, Recorder, rea
 
 def test_recorder_writes_the_sample_schema_to_parquet(tmp_path):
     rec = Recorder("r1", "sim", "ideal", "steady")
-    rec.record("p0", "p0", "put", "q0", "p0:0", 10, 5, "ok", None, 100, "steady", 0)
-    rec.record("c0", "c0", "get", "q0", None, 20, 7, "fail", "empty", 0, "drain")
+    rec.record(node="p0", client="p0", op="put", queue="q0", msg_id="p0:0", t_start_ns=10, latency_ns=5, outcome="ok",
+               nbytes=100, phase="steady", delay_ns=0)
+    rec.record(node="c0", client="c0", op="get", queue="q0", t_start_ns=20, latency_ns=7, outcome="fail", error="empty",
+               phase="drain")
     write_samples(rec.table(), tmp_path / "samples.parquet")
     table = read_samples(tmp_path)
     assert table.schema == SAMPLE_SCHEMA
     rows = table.to_pylist()
     assert rows[0]["run_id"] == "r1" and rows[0]["msg_id"] == "p0:0" and rows[0]["delay_ns"] == 0
     assert rows[1]["msg_id"] is None and rows[1]["error"] == "empty" and rows[1]["delay_ns"] is None
+    with pytest.raises(TypeError):  # every field by name: a row's twelve fields are never a positional list
+        rec.record("p0", "p0", "put", "q0", "p0:1", 30, 5, "ok")
 
 
 def test_read_samples_of_a_missing_run_is_a_clear_error(tmp_path):

@@ -69,7 +69,8 @@ def test_count_inversions_matches_brute_force_on_random_values(n):
 def test_the_recorder_spills_batches_and_reads_them_back_in_order(tmp_path):
     rec = Recorder("r", "sim", "b", "s", spill=tmp_path / "spill.arrow", batch_rows=10)
     for i in range(35):
-        rec.record("n", "c", "put" if i % 3 else "fault", "q", f"p:{i}", i, 1, "ok", None, 1, None, None)
+        rec.record(node="n", client="c", op="put" if i % 3 else "fault", queue="q", msg_id=f"p:{i}", t_start_ns=i,
+                   latency_ns=1, outcome="ok", nbytes=1)
     assert len(rec) == 35 and rec.spilled == 30 and len(rec.rows) == 5  # three batches out, five rows held
     table = rec.table()
     assert table.schema == SAMPLE_SCHEMA and table.column("t_start_ns").to_pylist() == list(range(35))

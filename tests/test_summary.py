@@ -12,15 +12,22 @@ MS = 1_000_000
 def samples():
     r = Recorder("run", "sim", "ideal", "hand")
     # m1: put in warm-up, first delivered in steady (10 ms), delivered again in the drain.
-    r.record("n", "p", "put", "q", "p:1", 0, 1 * MS, "ok", None, 10, "warmup")
-    r.record("n", "c", "get", "q", "p:1", 9 * MS, 1 * MS, "ok", None, 10, "steady")
-    r.record("n", "c", "get", "q", "p:1", 50 * MS, 1 * MS, "ok", None, 10, "drain")
+    r.record(node="n", client="p", op="put", queue="q", msg_id="p:1", t_start_ns=0, latency_ns=1 * MS, outcome="ok",
+             nbytes=10, phase="warmup")
+    r.record(node="n", client="c", op="get", queue="q", msg_id="p:1", t_start_ns=9 * MS, latency_ns=1 * MS,
+             outcome="ok", nbytes=10, phase="steady")
+    r.record(node="n", client="c", op="get", queue="q", msg_id="p:1", t_start_ns=50 * MS, latency_ns=1 * MS,
+             outcome="ok", nbytes=10, phase="drain")
     # m2: put in steady, first delivered in the drain (70 ms).
-    r.record("n", "p", "put", "q", "p:2", 20 * MS, 1 * MS, "ok", None, 10, "steady")
-    r.record("n", "c", "get", "q", "p:2", 89 * MS, 1 * MS, "ok", None, 10, "drain")
+    r.record(node="n", client="p", op="put", queue="q", msg_id="p:2", t_start_ns=20 * MS, latency_ns=1 * MS,
+             outcome="ok", nbytes=10, phase="steady")
+    r.record(node="n", client="c", op="get", queue="q", msg_id="p:2", t_start_ns=89 * MS, latency_ns=1 * MS,
+             outcome="ok", nbytes=10, phase="drain")
     # m3: put in steady, delivered in a fault (5 ms).
-    r.record("n", "p", "put", "q", "p:3", 30 * MS, 1 * MS, "ok", None, 10, "steady")
-    r.record("n", "c", "get", "q", "p:3", 34 * MS, 1 * MS, "ok", None, 10, "fault")
+    r.record(node="n", client="p", op="put", queue="q", msg_id="p:3", t_start_ns=30 * MS, latency_ns=1 * MS,
+             outcome="ok", nbytes=10, phase="steady")
+    r.record(node="n", client="c", op="get", queue="q", msg_id="p:3", t_start_ns=34 * MS, latency_ns=1 * MS,
+             outcome="ok", nbytes=10, phase="fault")
     return r.table()
 
 

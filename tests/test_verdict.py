@@ -180,8 +180,10 @@ def test_run_facts_come_from_the_manifest_and_fault_kinds_from_what_started():
 
 def test_in_the_runner_fault_kinds_are_those_whose_start_is_in_the_history():
     rec = Recorder("r", "sim", "kestrel", "s")
-    rec.record("p0", "p0", "put", "q0", "p0:0", 0, 5, "ok", None, 1, "steady")
-    rec.record("kestrel", "nemesis", "fault", None, None, 10, 0, "info", "start faults[1] crash: kestrel", 0, "fault")
+    rec.record(node="p0", client="p0", op="put", queue="q0", msg_id="p0:0", t_start_ns=0, latency_ns=5, outcome="ok",
+               nbytes=1, phase="steady")
+    rec.record(node="kestrel", client="nemesis", op="fault", queue=None, t_start_ns=10, latency_ns=0, outcome="info",
+               error="start faults[1] crash: kestrel", phase="fault")
     workload = parse_workload({**CRASH, "faults": [{"fault": "pause", "at": 1.5, "duration": 0.1}, CRASH["faults"][0]]})
     spec = RunSpec.resolve(workload, "kestrel")
     facts = spec.facts(started(rec.table()))

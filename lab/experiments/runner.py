@@ -40,8 +40,8 @@ from lab.design.registry import backend_class
 from lab.design.runtime import Runtime
 from lab.design.world import World
 from lab.experiments.run_spec import WORLDS, Calibration, RunSpec
-from lab.experiments.runner_clients import (DRAIN_CAP, DRAIN_CONSUMER, DRAIN_STALL, _ClientPool, _consume, _gaps,
-                                            _produce, _produce_open, _split, _State)
+from lab.experiments.runner_clients import (DRAIN_CAP, DRAIN_CONSUMER, DRAIN_STALL, ClientPool, LoadState,
+                                            consume, produce, produce_open, send_gaps, split_evenly)
 from lab.experiments.runner_manifest import (CHECKED_COLUMNS, SPILL_FILE, RunResult, write_manifest,
                                              write_samples_phased)
 from lab.history.paths import make_run_dir, runs_dir
@@ -186,7 +186,7 @@ async def _main(control: Runtime, world: World, backend: Backend, workload: Work
     queues = [f"q{i}" for i in range(workload.queues)]
     await backend.prepare(queues)
     t0 = control.now_ns()
-    state = _State(t0, round(workload.warmup * 1e9))
+    state = LoadState(t0, round(workload.warmup * 1e9))
     state.recovery_ns = round(backend.recovery_s * 1e9)
     state.faulted = bool(workload.faults)
     reliable = workload.reliable
@@ -203,19 +203,19 @@ async def _main(control: Runtime, world: World, backend: Backend, workload: Work
 
     rate_each = workload.rate / workload.producers if workload.rate else 0.0
     stop_at = t0 + round((workload.warmup + workload.duration) * 1e9) if workload.duration else None
-    quotas = _split(workload.messages, workload.producers) if workload.messages else [None] * workload.producers
+    quotas = split_evenly(workload.messages, workload.producers) if workload.messages else [None] * workload.producers
 
     producers = []
     open_loop = workload.arrivals == "poisson"
     for i, name in enumerate(producer_nodes):
         rt = world.node(name)
-        gaps = _gaps(rt, rate_each, workload.arrivals)
+        gaps = send_gaps(rt, rate_each, workload.arrivals)
         if open_loop:
-            producer = _produce_open(rt, _ClientPool(backend, rt, reliable), name, queues[i % len(queues)],
-                                     workload.message_size, gaps, stop_at, quotas[i], recorder, state)
+            producer = produce_open(rt, ClientPool(backend, rt, reliable), name, queues[i % len(queues)],
+                                    workload.message_size, gaps, stop_at, quotas[i], recorder, state)
         else:
-            producer = _produce(rt, backend.client(rt, reliable), name, queues[i % len(queues)],
-                                workload.message_size, gaps, stop_at, quotas[i], recorder, state)
+            producer = produce(rt, backend.client(rt, reliable), name, queues[i % len(queues)],
+                               workload.message_size, gaps, stop_at, quotas[i], recorder, state)
         producers.append(rt.spawn(producer, name=name))
     consumers = []
     for i, name in enumerate(consumer_nodes):
@@ -223,8 +223,8 @@ async def _main(control: Runtime, world: World, backend: Backend, workload: Work
         client = backend.client(rt, reliable)
         # Consumer i reads queues i, i+C, ...; with more consumers than queues, they share.
         mine = queues[i::workload.consumers] or [queues[i % len(queues)]]
-        consumers.append(rt.spawn(_consume(rt, client, name, mine, reliable, recorder, state,
-                                           workload.consumer_delay), name=name))
+        consumers.append(rt.spawn(consume(rt, client, name, mine, reliable, recorder, state,
+                                          workload.consumer_delay), name=name))
 
     bar = _Progress(workload, world.kind, progress) if progress else None
     ticker = control.spawn(_tick(control, bar, state)) if bar is not None else None
@@ -242,8 +242,8 @@ async def _main(control: Runtime, world: World, backend: Backend, workload: Work
     phase_bounds += [state.warmup_end, control.now_ns()]  # the phases are set from these and the fault rows
     if not consumers:  # a producer-only load: one consumer drains every queue, so every put is checked
         rt = world.node(DRAIN_CONSUMER)
-        consumers.append(rt.spawn(_consume(rt, backend.client(rt, reliable), DRAIN_CONSUMER, queues, reliable,
-                                           recorder, state), name=DRAIN_CONSUMER))
+        consumers.append(rt.spawn(consume(rt, backend.client(rt, reliable), DRAIN_CONSUMER, queues, reliable,
+                                          recorder, state), name=DRAIN_CONSUMER))
     for task in consumers:
         await task
     if state.drain_gave_up:
@@ -294,7 +294,7 @@ class _Progress:
                             bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:.1f} s "
                                        "[{elapsed}<{remaining}]")
 
-    def update(self, state: _State, now_ns: int) -> None:
+    def update(self, state: LoadState, now_ns: int) -> None:
         bar = self.bar
         if state.draining:
             if self.drain_base is None:
@@ -309,12 +309,12 @@ class _Progress:
             done = min(bar.total, (now_ns - state.t0) / 1e9)
         bar.update(done - bar.n)
 
-    def close(self, state: _State, now_ns: int) -> None:
+    def close(self, state: LoadState, now_ns: int) -> None:
         self.update(state, now_ns)
         self.bar.close()
 
 
-async def _tick(rt: Runtime, progress: _Progress, state: _State) -> None:
+async def _tick(rt: Runtime, progress: _Progress, state: LoadState) -> None:
     while True:
         await rt.sleep(PROGRESS_STEP)
         progress.update(state, rt.now_ns())

@@ -1,11 +1,12 @@
 """The run's load: its producers and consumers, as tasks on the world's client nodes.
 
-Producers with constant arrivals follow OMB's rate limiter (``_produce``): one client,
+Producers with constant arrivals follow OMB's rate limiter (``produce``): one client,
 closed loop, with intended send times at a fixed interval. With ``arrivals: poisson`` a
-producer is open-loop (``_produce_open``): each put is its own task on an idle client of
-the producer's pool (``_ClientPool``) or a new one. Consumers (``_consume``) read their
-queues until the drain finds them empty. ``_State`` is what they share with the runner's
-main loop and its progress bar. ``lab.experiments.runner`` starts them.
+producer is open-loop (``produce_open``): each put is its own task on an idle client of
+the producer's pool (``ClientPool``) or a new one. Consumers (``consume``) read their
+queues until the drain finds them empty. ``LoadState`` is what they share with the runner's
+main loop and its progress bar. Every operation of every client is timed and recorded one
+way, by ``timed``. ``lab.experiments.runner`` starts them.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Iterator
 
 from lab.design import message
 from lab.design.backend import Backend, QueueClient
-from lab.history.record import Recorder
+from lab.history.record import Measurement, Recorder
 from lab.design.runtime import Runtime
 
 POLL_WAIT = 0.1  # seconds a consumer's get waits for a message
@@ -25,7 +26,7 @@ DRAIN_CAP = 600.0  # seconds the final drain may take at most, deliveries or not
 DRAIN_CONSUMER = "drain"  # the node and client of the drain consumer of a workload with no consumers
 
 
-class _State:
+class LoadState:
     """What producers, consumers and the progress bar share."""
 
     def __init__(self, t0: int, warmup_ns: int):
@@ -42,11 +43,12 @@ class _State:
         self.drain_gave_up = False
 
 
-def _split(total: int, parts: int) -> list[int]:
+def split_evenly(total: int, parts: int) -> list[int]:
+    """``total`` in ``parts`` whole shares that differ by at most one, the larger ones first."""
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
-def _gaps(rt: Runtime, rate: float, arrivals: str) -> Iterator[int] | None:
+def send_gaps(rt: Runtime, rate: float, arrivals: str) -> Iterator[int] | None:
     """Nanoseconds between a producer's scheduled sends: constant, or exponential (Poisson
     arrivals) drawn from the node's seeded random source; None for a closed loop."""
     if not rate:
@@ -56,10 +58,21 @@ def _gaps(rt: Runtime, rate: float, arrivals: str) -> Iterator[int] | None:
     return itertools.repeat(round(1e9 / rate))
 
 
-async def _produce(rt: Runtime, client: QueueClient, name: str, queue: str, size: int, gaps: Iterator[int] | None,
-                   stop_at: int | None, quota: int | None, recorder: Recorder, state: _State) -> None:
+def timed(recorder: Recorder, rt: Runtime, client: str, op: str, queue: str, *, msg_id: str | None = None,
+          delay_ns: int | None = None) -> Measurement:
+    """``with timed(...) as m: await ...``: one operation of ``client`` on node ``rt``, timed on
+    its clock and recorded when the block ends (``Recorder.measure``): ok if the block returns,
+    ``m.fail(why)`` for a definite failure found in a reply, the recorder's classified outcome
+    if it raises — recorded and swallowed, so the client goes on; cancellation passes through
+    unrecorded. The block sets ``m.msg_id`` and ``m.bytes`` as it learns them."""
+    return recorder.measure(rt.now_ns, rt.node, client, op, queue, msg_id=msg_id, delay_ns=delay_ns)
+
+
+async def produce(rt: Runtime, client: QueueClient, name: str, queue: str, size: int, gaps: Iterator[int] | None,
+                  stop_at: int | None, quota: int | None, recorder: Recorder, state: LoadState) -> None:
+    """Closed loop: one put after another on ``client``, each at its scheduled time (or at
+    once, behind schedule or without one), until ``stop_at`` or the ``quota``."""
     intended = rt.now_ns()
-    node = rt.node
     seq = 0
     while quota is None or seq < quota:
         if gaps is not None:
@@ -72,25 +85,20 @@ async def _produce(rt: Runtime, client: QueueClient, name: str, queue: str, size
         delay = start - intended if gaps is not None else None
         intended += next(gaps) if gaps is not None else 0
         msg_id = f"{name}:{seq}"  # message.message_id
-        body = message.encode(msg_id, start, size)
-        try:  # what recorder.measure does, inline: this is the hot path
+        with timed(recorder, rt, name, "put", queue, msg_id=msg_id, delay_ns=delay) as put:
+            body = message.encode(msg_id, put.start_ns, size)  # the body carries the put's start
+            put.bytes = len(body)
             await client.put(queue, body)
-            outcome = error = None
-        except Exception as e:
-            outcome, error = recorder.failure(e)
-        end = rt.now_ns()
-        recorder.record(node, name, "put", queue, msg_id, start, end - start, outcome or "ok", error, len(body),
-                        None, delay)
         state.puts += 1
         seq += 1
-        if outcome is None:
+        if put.ok:
             state.enqueued += 1
-        elif end == start:
+        elif put.end_ns == put.start_ns:
             await rt.sleep(RETRY_PAUSE)  # an instant failure must not spin the clock in place
     await client.close()
 
 
-class _ClientPool:
+class ClientPool:
     """An open-loop producer's clients: an idle one for each put, or a new one when every
     client is busy (a stream client takes one request at a time); most recently idle first."""
 
@@ -113,8 +121,8 @@ class _ClientPool:
             await self.idle.pop().close()
 
 
-async def _produce_open(rt: Runtime, pool: _ClientPool, name: str, queue: str, size: int, gaps: Iterator[int],
-                        stop_at: int | None, quota: int | None, recorder: Recorder, state: _State) -> None:
+async def produce_open(rt: Runtime, pool: ClientPool, name: str, queue: str, size: int, gaps: Iterator[int],
+                       stop_at: int | None, quota: int | None, recorder: Recorder, state: LoadState) -> None:
     """Open loop: each put is a task of its own, started at its scheduled time on a client of
     ``pool``, whether the puts before it have finished or not."""
     in_flight = 0
@@ -124,17 +132,12 @@ async def _produce_open(rt: Runtime, pool: _ClientPool, name: str, queue: str, s
         nonlocal in_flight
         try:
             msg_id = f"{name}:{seq}"  # message.message_id
-            start = rt.now_ns()
-            body = message.encode(msg_id, start, size)
-            try:  # recorder.measure, inline
+            with timed(recorder, rt, name, "put", queue, msg_id=msg_id, delay_ns=delay) as put:
+                body = message.encode(msg_id, put.start_ns, size)
+                put.bytes = len(body)
                 await client.put(queue, body)
-                outcome = error = None
-            except Exception as e:
-                outcome, error = recorder.failure(e)
-            recorder.record(rt.node, name, "put", queue, msg_id, start, rt.now_ns() - start, outcome or "ok",
-                            error, len(body), None, delay)
             state.puts += 1
-            state.enqueued += outcome is None
+            state.enqueued += put.ok
         finally:
             pool.give_back(client)
             in_flight -= 1
@@ -160,8 +163,8 @@ async def _produce_open(rt: Runtime, pool: _ClientPool, name: str, queue: str, s
     await pool.close()
 
 
-async def _consume(rt: Runtime, client: QueueClient, name: str, queues: list[str], reliable: bool,
-                   recorder: Recorder, state: _State, delay: float = 0.0) -> None:
+async def consume(rt: Runtime, client: QueueClient, name: str, queues: list[str], reliable: bool,
+                  recorder: Recorder, state: LoadState, delay: float = 0.0) -> None:
     """Get (and ack) until the drain finds every queue empty — an empty get, and no backlog
     where the design can tell one (``QueueClient.backlog``: leased or not yet visible
     messages), once the design's ``recovery_s`` has passed since the last delivery (or get
@@ -169,7 +172,6 @@ async def _consume(rt: Runtime, client: QueueClient, name: str, queues: list[str
     ``recovery_s``, if longer), or ``DRAIN_CAP`` in all."""
     empty: set[str] = set()
     drain_start: int | None = None
-    node = rt.node
     if delay > 0:
         await rt.sleep(delay)  # the workload's consumer_delay: a backlog builds first
     turn = 0
@@ -185,24 +187,20 @@ async def _consume(rt: Runtime, client: QueueClient, name: str, queues: list[str
                 if len(empty) < len(queues):  # not a drain that was waiting out the recovery of empty queues
                     state.drain_gave_up = True
                 break
-        start = rt.now_ns()
-        msg_id = None
-        try:  # recorder.measure, inline: this is the hot path
+        delivery = None
+        with timed(recorder, rt, name, "get", queue) as get:
             delivery = await client.get(queue, POLL_WAIT)
             if delivery is None:
-                outcome, error = "fail", "empty"
+                get.fail("empty")
             else:
-                outcome = error = None
-                msg_id = message.decode(delivery.body)[0]
-        except Exception as e:
-            delivery = None
-            outcome, error = recorder.failure(e)
-            if outcome == "info":
-                state.last_unknown_get = rt.now_ns()
-        recorder.record(node, name, "get", queue, msg_id, start, rt.now_ns() - start, outcome or "ok", error,
-                        0 if delivery is None else len(delivery.body), None, None)
+                get.msg_id = message.decode(delivery.body)[0]
+                get.bytes = len(delivery.body)
+        if get.outcome == "info":  # it raised, and may have leased a message all the same
+            state.last_unknown_get = rt.now_ns()
+        if not get.ok:
+            delivery = None  # a body that would not decode is no delivery either
         if delivery is None:
-            if error != "empty":
+            if get.error != "empty":
                 await rt.sleep(RETRY_PAUSE)  # the get failed: back off
             elif draining:
                 try:
@@ -231,12 +229,6 @@ async def _consume(rt: Runtime, client: QueueClient, name: str, queues: list[str
         state.delivered += 1
         state.last_delivery = rt.now_ns()
         if reliable:
-            start = rt.now_ns()
-            try:
+            with timed(recorder, rt, name, "ack", delivery.queue, msg_id=get.msg_id):
                 await client.ack(delivery)
-                outcome = error = None
-            except Exception as e:
-                outcome, error = recorder.failure(e)
-            recorder.record(node, name, "ack", delivery.queue, msg_id, start, rt.now_ns() - start, outcome or "ok",
-                            error, 0, None, None)
     await client.close()

@@ -102,19 +102,22 @@ class Recorder:
 
     def record(
         self,
+        *,
         node: str,
         client: str,
         op: str,
-        queue: str,
-        msg_id: str | None,
+        queue: str | None,
         t_start_ns: int,
         latency_ns: int,
         outcome: str,
+        msg_id: str | None = None,
         error: str | None = None,
         nbytes: int = 0,
         phase: str | None = None,
         delay_ns: int | None = None,
     ) -> None:
+        """One sample row, every field by name (the schema's order is the row's, not the call's);
+        a measured row leaves ``phase`` unset: the runner sets it afterwards."""
         row = (node, client, op, queue, msg_id, t_start_ns, latency_ns, outcome, error, nbytes, phase, delay_ns)
         if op == FAULT_OP:
             self.faults.append(row)
@@ -208,10 +211,10 @@ class Measurement:
             return False  # cancellation, KeyboardInterrupt: not an outcome of the operation
         self.end_ns = self.clock()
         if error is not None:
-            self.outcome, self.error = self.recorder.classify(error), f"{type(error).__name__}: {error}"[:200]
-        self.recorder.record(self.node, self.client, self.op, self.queue, self.msg_id, self.start_ns,
-                             self.end_ns - self.start_ns, self.outcome, self.error, self.bytes, None,
-                             self.delay_ns)
+            self.outcome, self.error = self.recorder.failure(error)
+        self.recorder.record(node=self.node, client=self.client, op=self.op, queue=self.queue, msg_id=self.msg_id,
+                             t_start_ns=self.start_ns, latency_ns=self.end_ns - self.start_ns, outcome=self.outcome,
+                             error=self.error, nbytes=self.bytes, delay_ns=self.delay_ns)
         return True
 
 

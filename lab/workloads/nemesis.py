@@ -74,5 +74,6 @@ class Nemesis:
 
     def _record(self, rt: Runtime, event: str, number: int) -> None:
         placement = self.placements[number]
-        self.recorder.record(",".join(placement.nodes), NEMESIS, FAULT_OP, None, None, rt.now_ns(), 0, "info",
-                             fault_text(event, number, self.faults[number].kind, placement.detail))
+        self.recorder.record(node=",".join(placement.nodes), client=NEMESIS, op=FAULT_OP, queue=None,
+                             t_start_ns=rt.now_ns(), latency_ns=0, outcome="info",
+                             error=fault_text(event, number, self.faults[number].kind, placement.detail))
