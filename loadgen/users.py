@@ -138,7 +138,7 @@ class Consumer(LabUser):
         covers the records of every consumer of the group, so a record fetched and never
         handed out would be skipped for good (a Kafka consumer drains its buffer too)."""
         for queue in self.settings.queues:
-            while getattr(self.lab_client, "buffered", lambda queue: 0)(queue):
+            while self.lab_client.buffered(queue):  # every LoadClient says (0: it holds none)
                 self._get(queue)
         super().on_stop()
 

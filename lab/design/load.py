@@ -5,21 +5,24 @@ never loads gevent's client on the way.
 
 A design that can be put under load has a module ``load.py`` in its package
 (``lab/backends/<name>/load.py`` for the lab's own; ``<package>/load.py`` for a plug-in,
-found through the registry as ``design_module(name, "load")``). It defines
+declared in its Backend's ``parts`` and imported through the registry as
+``design_module(name, "load")``). Everything the lab reads from it is one declaration, the
+module's ``LOAD``:
 
-    PORTS: tuple[str, ...]  # the named ports of a server node its client uses, the main one first
-    RELEASES: bool = True   # optional: False when a consumer cannot hand a message back (a log)
+    LOAD = LoadPart(ports=("http",), make_client=make_client)  # releases=True, batches=False, check=None
     def make_client(targets: Targets, options: dict, reliable: bool, user: int[, batch: int]) -> LoadClient
 
-and optionally ``check(options, reliable, batch)``, a ValueError for a load its client cannot
-make (asked before Locust starts, where it would fail each user on its own). A design whose
-consumers can read several messages per request takes ``batch`` in ``make_client``, and is
-only given it when it is more than 1; the lab learns that from the signature.
+``ports`` are the named ports of a server node its client uses, the main one first;
+``releases`` False when a consumer cannot hand a message back (a log); ``batches`` True when
+its consumers can read several messages per request — then ``make_client`` takes ``batch``,
+and is only given it when it is more than 1; ``check(options, reliable, batch)``, a
+ValueError for a load its client cannot make (asked before Locust starts, where it would fail
+each user on its own).
 
 ``targets`` maps each server node to its named ports' addresses (``{"n1": {"http":
 "127.0.0.1:41234"}}``); ``options`` are the design's checked options (``lab backends``);
 ``user`` numbers the Locust user (a client may spread its users over the nodes). The client
-must be gevent-safe (Locust has monkey-patched the standard library by the time a user makes
+subclasses ``LoadClient`` and must be gevent-safe (Locust has monkey-patched the standard library by the time a user makes
 one). It raises ``Refused`` when the server definitely did not do the operation (a 4xx, a
 memcache ``CLIENT_ERROR``/``NOT_STORED``) and anything else when the outcome is unknown (a
 timeout, a cut connection, a 5xx), as the runner's clients do.
@@ -30,12 +33,14 @@ the lab's reading of a status.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Protocol
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 if TYPE_CHECKING:
     from geventhttpclient import HTTPClient
 
-__all__ = ["Http", "LoadClient", "Refused", "Targets", "split_address", "target"]
+__all__ = ["Http", "LoadClient", "LoadPart", "Refused", "Targets", "split_address", "target"]
 
 #: each server node's named ports and their ``host:port`` addresses
 Targets = Mapping[str, Mapping[str, str]]
@@ -45,23 +50,58 @@ class Refused(Exception):
     """The server definitely did not do it: the sample's outcome is ``fail``."""
 
 
-class LoadClient(Protocol):
+# A base class rather than a Protocol: ``buffered`` is optional for a design (most clients
+# hold nothing between gets), so its default lives here once, and the load generator calls
+# it on every client without asking whether it exists; and a client that misses one of the
+# verbs fails when it is made (an abstract method), not in the middle of a load.
+class LoadClient(ABC):
     """A gevent-safe blocking client of a design's real wire protocol, one per Locust user."""
 
+    @abstractmethod
     def put(self, queue: str, body: bytes) -> None: ...
 
+    @abstractmethod
     def get(self, queue: str) -> tuple[bytes, Any] | None:
         """A message's body and what ``ack``/``release`` need (None when it was taken for
         good, at most once); None when there is none now."""
 
+    @abstractmethod
     def ack(self, queue: str, token: Any) -> None: ...
 
+    @abstractmethod
     def release(self, queue: str, token: Any) -> None: ...
 
+    @abstractmethod
     def close(self) -> None: ...
 
-    # optional: ``buffered(queue) -> int``, messages fetched and not yet handed out, which a
-    # consumer hands out before it stops (Queuefka's prefetch)
+    def buffered(self, queue: str) -> int:
+        """Messages of ``queue`` fetched and not yet handed out, which a consumer hands out
+        before it stops (a log's group commit would skip them for good: Queuefka's prefetch,
+        Kestrel's monitor); none unless the client buffers."""
+        return 0
+
+
+@dataclass(frozen=True)
+class LoadPart:
+    """What a design's load module declares (``LOAD = LoadPart(...)``): all the lab reads
+    from it."""
+
+    #: the named ports of a server node the client uses, the main one first
+    ports: tuple[str, ...]
+    #: ``make_client(targets, options, reliable, user[, batch]) -> LoadClient``, one per Locust user
+    make_client: Callable[..., LoadClient]
+    #: whether a consumer can hand a message back for another (False for a log)
+    releases: bool = True
+    #: whether consumers can read several messages per request: then ``make_client`` takes
+    #: ``batch`` (given only when it is more than 1)
+    batches: bool = False
+    #: ``check(options, reliable, batch)``: ValueError for a load the client cannot make
+    check: Callable[[Mapping[str, Any], bool, int], None] | None = None
+
+    def __post_init__(self) -> None:
+        # the lab starts each server node's ports from this tuple: a string would be its letters
+        if isinstance(self.ports, str) or not self.ports or not all(isinstance(p, str) for p in self.ports):
+            raise ValueError(f"a LoadPart's ports are a non-empty tuple of port names, got {self.ports!r}")
 
 
 def split_address(address: str) -> tuple[str, int]:

@@ -14,15 +14,13 @@ from urllib.parse import quote
 
 from lab.backends.cassieq.core.auth import sign_request
 from lab.backends.cassieq.driver import ACCOUNT
-from lab.design.load import Http, Targets
-
-PORTS = ("http", "admin")  # a server node's ports the client uses
+from lab.design.load import Http, LoadClient, LoadPart, Targets
 
 ADMIN = "/admin/api/v1/accounts"
 BASE = f"/api/v1/accounts/{ACCOUNT}/queues"
 
 
-class CassieqLoadClient:
+class CassieqLoadClient(LoadClient):
     def __init__(self, api: str, admin: str, reliable: bool, timeout: float, invisibility: int, bucket_size: int):
         self.http = Http(api, timeout)
         self.admin = Http(admin, timeout)
@@ -88,3 +86,7 @@ def make_client(targets: Targets, options: dict[str, Any], reliable: bool, user:
     return CassieqLoadClient(targets[node]["http"], targets[nodes[0]]["admin"], reliable,
                              float(options.get("timeout", 1.0)), int(options.get("invisibility", 5)),
                              int(options.get("bucket_size", 20)))
+
+
+# the API's port first; the admin port is where a client makes the account and reads its key
+LOAD = LoadPart(ports=("http", "admin"), make_client=make_client)

@@ -34,17 +34,16 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from typing import Any
+from typing import Any, Mapping
 
 from pymemcache.client.base import _readline
 from pymemcache.exceptions import (MemcacheClientError, MemcacheServerError, MemcacheUnexpectedCloseError,
                                   MemcacheUnknownCommandError, MemcacheUnknownError)
 
 from lab.backends.kestrel.client import KestrelMemcacheClient
-from lab.design.load import LoadClient, Refused, Targets, target
+from lab.design.load import LoadClient, LoadPart, Refused, Targets, target
 
 NODE, PORT = "kestrel", "memcache"
-PORTS = (PORT,)  # a server node's ports the client uses
 GET_WAIT_MS = 10  # how long the server holds an empty get; ``get_wait_ms`` in options overrides (0: none)
 DEFAULT_TIMEOUT = 1.0  # seconds, when the options carry no ``timeout``
 # A monitor's wait is whole seconds (the server parses an integer), and 0 reads nothing: its
@@ -128,7 +127,7 @@ def read_monitor(memcache: KestrelMemcacheClient, queue: str, seconds: int, max_
         raise
 
 
-class KestrelLoadClient:
+class KestrelLoadClient(LoadClient):
     """One memcache connection; its open reads belong to it (a reconnect aborts them)."""
 
     def __init__(self, address: tuple[str, int], reliable: bool, timeout: float, wait_ms: int):
@@ -256,7 +255,7 @@ class KestrelBatchClient(KestrelLoadClient):
         self._aborted.clear()
 
 
-def check(options: dict, reliable: bool, batch: int) -> None:
+def check(options: Mapping[str, Any], reliable: bool, batch: int) -> None:
     """ValueError for a load this client cannot make (``lab load`` asks before it starts):
     a batch is a monitor's, which opens every item it reads, so it needs reliable reads and a
     ``maxOpenTransactions`` of at least the batch (the server caps every monitor at it)."""
@@ -282,3 +281,7 @@ def make_client(targets: Targets, options: dict, reliable: bool, user: int, batc
         return KestrelBatchClient(address, timeout, batch)
     wait_ms = int(options.get("get_wait_ms", GET_WAIT_MS))
     return KestrelLoadClient(address, reliable, timeout, wait_ms)
+
+
+# consumers read in batches: a monitor of up to ``batch`` messages, as ``check`` allows
+LOAD = LoadPart(ports=(PORT,), make_client=make_client, batches=True, check=check)

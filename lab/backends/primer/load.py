@@ -16,14 +16,12 @@ import json
 from typing import Any
 from urllib.parse import quote
 
-from lab.design.load import Http, Targets
-
-PORTS = ("http",)  # a server node's ports the client uses
+from lab.design.load import Http, LoadClient, LoadPart, Targets
 
 WAIT = 0.01  # seconds a get may wait for a message (the server's long poll), so consumers do not spin
 
 
-class PrimerLoadClient:
+class PrimerLoadClient(LoadClient):
     def __init__(self, address: str, reliable: bool, timeout: float):
         self.http = Http(address, timeout, WAIT)
         self.mode = "at-least-once" if reliable else "at-most-once"
@@ -61,3 +59,6 @@ def make_client(targets: Targets, options: dict[str, Any], reliable: bool, user:
     nodes = sorted(targets)
     node = nodes[user % len(nodes)]
     return PrimerLoadClient(targets[node]["http"], reliable, float(options.get("timeout", 1.0)))
+
+
+LOAD = LoadPart(ports=("http",), make_client=make_client)

@@ -14,18 +14,12 @@ from typing import Any
 from urllib.parse import quote
 
 from lab.backends.queuefka.driver import GROUP, SERVER
-from lab.design.load import Http, Refused, Targets
-
-PORTS = ("http",)  # a server node's ports the client uses
-#: a log has no release: a record fetched and not committed comes back to the group only when
-#: its session ends (the connection closes, or it idles past the session timeout), so a load
-#: with releases is refused rather than timed as one
-RELEASES = False
+from lab.design.load import Http, LoadClient, LoadPart, Refused, Targets
 
 WAIT = 0.01  # seconds a fetch may wait for records (the server's long poll)
 
 
-class QueuefkaLoadClient:
+class QueuefkaLoadClient(LoadClient):
     def __init__(self, address: str, reliable: bool, timeout: float, prefetch: int):
         self.http = Http(address, timeout, WAIT)
         self.mode = "at-least-once" if reliable else "at-most-once"
@@ -60,7 +54,7 @@ class QueuefkaLoadClient:
                        b'{"address": %d}' % token, {"Content-Type": "application/json"})
 
     def release(self, queue: str, token: Any) -> None:
-        """A log has no release (``RELEASES``): ``lab load`` does not ask for one."""
+        """A log has no release (``LOAD.releases``): ``lab load`` does not ask for one."""
         raise Refused(f"release {queue}: a log has no release")
 
     def close(self) -> None:
@@ -70,3 +64,9 @@ class QueuefkaLoadClient:
 def make_client(targets: Targets, options: dict[str, Any], reliable: bool, user: int) -> QueuefkaLoadClient:
     return QueuefkaLoadClient(targets[SERVER]["http"], reliable, float(options.get("timeout", 1.0)),
                               int(options.get("prefetch", 100)))
+
+
+# a log has no release: a record fetched and not committed comes back to the group only when
+# its session ends (the connection closes, or it idles past the session timeout), so a load
+# with releases is refused rather than timed as one
+LOAD = LoadPart(ports=("http",), make_client=make_client, releases=False)

@@ -24,17 +24,16 @@ from typing import Any
 
 import greenstalk
 
-from lab.design.load import LoadClient, Refused, Targets, target
+from lab.design.load import LoadClient, LoadPart, Refused, Targets, target
 
 NODE, PORT = "beanstalkd", "beanstalkd"
-PORTS = (PORT,)  # a server node's ports the client uses
 DEFAULT_TIMEOUT = 1.0  # seconds, when the options carry no ``timeout``
 DEFAULT_TTR = 2  # seconds, when the options carry no ``ttr``
 EMPTY_WAIT = 0.005  # seconds an empty get pauses (beanstalkd's own wait is whole seconds)
 PRIORITY = 0
 
 
-class BeanstalkdLoadClient:
+class BeanstalkdLoadClient(LoadClient):
     """One greenstalk connection, opened on first use and again after a failure."""
 
     def __init__(self, address: tuple[str, int], reliable: bool, timeout: float, ttr: int):
@@ -118,3 +117,6 @@ def make_client(targets: Targets, options: dict, reliable: bool, user: int) -> L
     timeout = float(options.get("timeout") or DEFAULT_TIMEOUT)
     ttr = int(options.get("ttr") or DEFAULT_TTR)
     return BeanstalkdLoadClient(address, reliable, timeout, ttr)
+
+
+LOAD = LoadPart(ports=(PORT,), make_client=make_client)

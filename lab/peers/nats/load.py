@@ -22,10 +22,9 @@ import sys
 from typing import Any, Awaitable, Callable
 
 from lab.design import Rejected, Unreachable
-from lab.design.load import LoadClient, Refused, Targets, target
+from lab.design.load import LoadClient, LoadPart, Refused, Targets, target
 
 NODE, PORT = "nats", "client"
-PORTS = (PORT,)  # a server node's ports the client uses
 GET_WAIT = 0.01  # seconds a get's fetch waits on an empty queue
 DEFAULT_TIMEOUT = 1.0  # seconds, when the options carry no ``timeout``
 
@@ -149,7 +148,7 @@ class _Peer:
         return self._address
 
 
-class NatsLoadClient:
+class NatsLoadClient(LoadClient):
     """The runner's ``NatsClient`` on the shared loop, one per Locust user."""
 
     def __init__(self, address: tuple[str, int], options: dict, reliable: bool):
@@ -191,3 +190,6 @@ def make_client(targets: Targets, options: dict, reliable: bool, user: int) -> L
     """A client of the ``nats`` node's ``client`` port (one server)."""
     address = target(targets, NODE, PORT, "nats")
     return NatsLoadClient(address, options, reliable)
+
+
+LOAD = LoadPart(ports=(PORT,), make_client=make_client)

@@ -16,15 +16,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from lab.design.load import LoadClient, Refused, Targets, target
+from lab.design.load import LoadClient, LoadPart, Refused, Targets, target
 
 NODE, PORT = "rabbitmq", "amqp"
-PORTS = (PORT,)
 DEFAULT_TIMEOUT = 1.0
 HEARTBEAT_S = 5  # a broker that stopped answering (paused, partitioned) is noticed
 
 
-class RabbitmqLoadClient:
+class RabbitmqLoadClient(LoadClient):
     """One AMQP connection and channel, opened at first use and again after an error."""
 
     def __init__(self, address: tuple[str, int], reliable: bool, timeout: float, confirms: bool, persistent: bool):
@@ -113,3 +112,6 @@ def make_client(targets: Targets, options: dict, reliable: bool, user: int) -> L
     return RabbitmqLoadClient(address, reliable, timeout,
                               confirms=options.get("confirms", "on") == "on",
                               persistent=options.get("persistent", "on") == "on")
+
+
+LOAD = LoadPart(ports=(PORT,), make_client=make_client)

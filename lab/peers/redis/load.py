@@ -12,15 +12,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from lab.design.load import LoadClient, Refused, Targets, target
+from lab.design.load import LoadClient, LoadPart, Refused, Targets, target
 
 NODE, PORT = "redis", "redis"
-PORTS = (PORT,)
 GROUP = "lab"
 BLOCK_MS = 10  # how long an empty read waits on the server, so a consumer does not spin
 
 
-class RedisLoadClient:
+class RedisLoadClient(LoadClient):
     def __init__(self, address: tuple[str, int], options: dict[str, Any], reliable: bool, user: int):
         import redis
         from redis.backoff import NoBackoff
@@ -93,3 +92,6 @@ def _body(fields: Any) -> bytes:
 
 def make_client(targets: Targets, options: dict, reliable: bool, user: int) -> LoadClient:
     return RedisLoadClient(target(targets, NODE, PORT, "redis"), options, reliable, user)
+
+
+LOAD = LoadPart(ports=(PORT,), make_client=make_client)
