@@ -14,7 +14,7 @@ from typing import ClassVar
 
 import pytest
 
-from lab.cli import _parser, main
+from lab.cli import build_parser, main
 from lab.cli.reference import anchor, cli_markdown, faults_markdown, walk
 from lab.experiments import figures
 from lab.experiments.runner import WORLDS
@@ -25,11 +25,11 @@ from lab.workloads.faults import REGISTRY, kinds_in
 
 def test_cli_page_names_every_command_and_every_flag_of_one():
     page = cli_markdown()
-    progs = [prog for prog, _, _ in walk(_parser())]
+    progs = [prog for prog, _, _ in walk(build_parser())]
     assert len(progs) > 20 and "lab figures" in progs
     for prog in progs:
         assert f"`{prog}`" in page and f"(#{anchor(prog)})" in page or prog == "lab"
-    matrix = next(p for prog, _, p in walk(_parser()) if prog == "lab matrix")
+    matrix = next(p for prog, _, p in walk(build_parser()) if prog == "lab matrix")
     flags = [name for action in matrix._actions for name in action.option_strings]
     assert "--seeds" in flags and "--world" in flags
     section = page.split("## `lab matrix`")[1].split("\n## ")[0]
@@ -41,7 +41,7 @@ def test_cli_page_names_every_command_and_every_flag_of_one():
 def test_a_new_flag_shows_on_the_cli_page(monkeypatch):
     import lab.cli as cli
 
-    original = cli._parser
+    original = cli.build_parser
 
     def parser() -> argparse.ArgumentParser:
         p = original()
@@ -49,7 +49,7 @@ def test_a_new_flag_shows_on_the_cli_page(monkeypatch):
         sub.choices["run"].add_argument("--brand-new", default="x|y", help="a flag added | today")
         return p
 
-    monkeypatch.setattr(cli, "_parser", parser)
+    monkeypatch.setattr(cli, "build_parser", parser)
     page = cli_markdown()
     assert "| `--brand-new` | `BRAND_NEW` | `x\\|y` | a flag added \\| today |" in page
 

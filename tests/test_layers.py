@@ -2,7 +2,8 @@
 ``lab``, ``models`` and ``loadgen`` is walked — at module level, inside functions and under
 ``TYPE_CHECKING`` alike, since an annotation-only import still ties two rooms — and the test
 fails on an import circle, on an arrow that points up a layer, and on a design reaching past
-the design API, naming the import. ``docs/architecture.md`` explains the layers."""
+the design API, naming the import. ``docs/architecture.md`` explains the layers. A module is
+private or public as a whole (h11's convention): no module imports an underscore name of another."""
 
 from __future__ import annotations
 
@@ -60,20 +61,25 @@ def modules(root: Path = ROOT) -> dict[str, Path]:
     return found
 
 
+def import_base(name: str, path: Path, node: ast.ImportFrom) -> str:
+    """The module a ``from ... import`` in module ``name`` (at ``path``) imports from, relative levels resolved."""
+    base = node.module or ""
+    if node.level:
+        here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        here = here[:len(here) - node.level + 1]
+        base = ".".join(here + ([node.module] if node.module else []))
+    return base
+
+
 def arrows(known: dict[str, Path]) -> list[Arrow]:
     """Every import from one module of the project to another, resolved to a module."""
     found = []
     for name, path in known.items():
-        is_package = path.name == "__init__.py"
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    here = name.split(".") if is_package else name.split(".")[:-1]
-                    here = here[:len(here) - node.level + 1]
-                    base = ".".join(here + ([node.module] if node.module else []))
+                base = import_base(name, path, node)
                 targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
             else:
                 continue
@@ -154,6 +160,43 @@ def past_the_api(found: list[Arrow]) -> list[str]:
     return bad
 
 
+def private(name: str) -> bool:
+    """An underscore name; a dunder (``__version__``) is not one."""
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def underscore_imports(known: dict[str, Path]) -> list[str]:
+    """Every ``from M import _x`` and every ``M._x`` on an imported module ``M``, where ``M`` is another
+    module of the project (at module level or inside a function). A private submodule is no such name."""
+    bad = []
+    for name, path in known.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        bound: dict[str, str] = {}  # a name in this file -> the module it stands for
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    module = alias.name if alias.asname else alias.name.split(".")[0]  # import a.b binds a
+                    bound[alias.asname or module] = module
+            elif isinstance(node, ast.ImportFrom):
+                base = import_base(name, path, node)
+                for alias in node.names:
+                    if f"{base}.{alias.name}" in known:
+                        bound[alias.asname or alias.name] = f"{base}.{alias.name}"
+                    elif private(alias.name) and base in known and base != name:
+                        bad.append(f"{name} (line {node.lineno}): from {base} import {alias.name}")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and private(node.attr):
+                chain, value = [], node.value
+                while isinstance(value, ast.Attribute):
+                    chain.append(value.attr)
+                    value = value.value
+                if isinstance(value, ast.Name) and value.id in bound:
+                    module = ".".join([bound[value.id], *reversed(chain)])
+                    if module in known and module != name:
+                        bad.append(f"{name} (line {node.lineno}): {module}.{node.attr}")
+    return bad
+
+
 KNOWN = modules()
 ARROWS = arrows(KNOWN)
 
@@ -173,6 +216,12 @@ def test_no_arrow_points_up_a_layer():
 
 def test_a_design_imports_only_the_design_api():
     assert past_the_api(ARROWS) == []
+
+
+def test_no_module_imports_an_underscore_name_of_another():
+    """Modules are private or public as a whole (h11's convention): a name another module needs is
+    part of its module's interface, and has a public name there."""
+    assert underscore_imports(KNOWN) == []
 
 
 def test_every_module_has_a_layer():
@@ -209,6 +258,22 @@ def test_the_walk_names_a_circle_an_upward_arrow_and_a_design_past_the_api(tmp_p
                                      "lab.history.record -> lab.judge.verdict (line 2): layer 5 imports layer 7"]
     assert past_the_api(found) == ["lab.backends.toy.driver -> lab.history.record (line 2): "
                                    "a design imports only lab.design and its own package"]
+
+
+def test_the_walk_names_an_underscore_import(tmp_path):
+    known = _tree(tmp_path, {
+        "lab/__init__.py": "__version__ = '1'\n",
+        "lab/design/__init__.py": "from lab import __version__\n",
+        "lab/design/http.py": "_HEAD = 0\nclass _Message:\n    pass\nx = _Message()._slot\n",
+        "lab/design/_private.py": "",
+        "lab/design/http_server.py": "from lab.design.http import _HEAD, x\nfrom lab.design import _private\n"
+                                     "from . import http as wire\ny = wire._Message\n",
+        "lab/cli/__init__.py": "def f():\n    import lab.design.http\n"
+                               "    return lab.design.http._HEAD, lab.design.http.x\n",
+    })
+    assert sorted(underscore_imports(known)) == ["lab.cli (line 3): lab.design.http._HEAD",
+                                                 "lab.design.http_server (line 1): from lab.design.http import _HEAD",
+                                                 "lab.design.http_server (line 4): lab.design.http._Message"]
 
 
 @pytest.mark.parametrize("path", sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py")),

@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 from lab.design.registry import REGISTRY, backend_class, design_module
-from lab.cli import _parser
+from lab.cli import build_parser
 
 LAB = Path(__file__).resolve().parents[1] / "lab"
 MODELS = LAB.parent / "models"
@@ -46,7 +46,7 @@ def test_the_scan_sees_an_import_and_a_name(tmp_path):
 
 
 def test_the_cli_is_built_from_the_registry():
-    parser = _parser()
+    parser = build_parser()
     commands = next(a for a in parser._subparsers._group_actions).choices
     serve = commands["serve"]._subparsers._group_actions[0].choices
     bench = commands["bench"]._subparsers._group_actions[0].choices

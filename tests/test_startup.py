@@ -13,8 +13,8 @@ HEAVY = ("pandas", "pyarrow", "pyspark", "matplotlib", "lab.experiments.runner",
 
 PROBE = """
 import json, sys
-from lab.cli import _parser
-_parser().parse_args(["serve", "kestrel", "--data-dir", "x"])
+from lab.cli import build_parser
+build_parser().parse_args(["serve", "kestrel", "--data-dir", "x"])
 print(json.dumps(sorted(sys.modules)))
 """
 

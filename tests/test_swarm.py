@@ -283,7 +283,7 @@ def raise_unpicklable(*args) -> None:
 def test_a_worker_hands_back_its_real_exception_whatever_its_class():
     with pytest.raises(TypeError, match="code"):  # the premise: the exception itself cannot cross back
         pickle.loads(pickle.dumps(Unpicklable("x", 1)))
-    pool = swarm_worker._pool(1)
+    pool = swarm_worker.process_pool(1)
     try:
         error = pool.submit(swarm_worker.in_worker, raise_unpicklable, 1).result()
         assert isinstance(error, swarm_worker.WorkerError)

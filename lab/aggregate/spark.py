@@ -117,6 +117,11 @@ def _relay(read_end: int) -> None:
                 os.write(2, line)  # fd 2, as the JVM wrote before: no Python-level buffering
 
 
+def session_started() -> bool:
+    """Whether this process's SparkSession is running (``spark_session`` started it, ``stop_session`` not yet)."""
+    return _session is not None
+
+
 def stop_session() -> None:
     global _session
     if _session is not None:

@@ -19,7 +19,7 @@ from lab.cli import (aggregate, bench, brokers, calibrate, catalogue, compare, c
 from lab.cli.common import USER_ERRORS, UsageError
 from lab.cli.servers import cmd_design_tool
 
-__all__ = ["main", "UsageError", "USER_ERRORS"]
+__all__ = ["main", "build_parser", "UsageError", "USER_ERRORS"]
 
 #: The command modules, in the order `lab --help` lists their subcommands; each adds its parsers
 #: (``add_parser``) and names the function each subcommand runs (``COMMANDS``).
@@ -27,7 +27,7 @@ _FAMILIES = (run, catalogue, compare, matrix, brokers, fidelity, report, regress
              conform, calibrate, bench, new, doctor, figures)
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lab", description="queue-lab: compare message-queue designs "
                                      "in a simulated and a live world.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
@@ -52,7 +52,7 @@ def _version() -> str:
 def main(argv: list[str] | None = None) -> int:
     from lab.worlds import interrupt
 
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     previous = interrupt.install()  # SIGTERM (a script's or CI's `kill`) stops a command as Ctrl-C does
     try:
         return COMMANDS.get(args.command, cmd_design_tool)(args)

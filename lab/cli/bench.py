@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lab.cli.common import UsageError, _design_modules
+from lab.cli.common import UsageError, design_parts
 from lab.design.registry import REGISTRY, design_module
 
 
@@ -30,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--users", type=int, default=20, help="Locust users in one process, closed loop (default 20)")
     b.add_argument("--repeats", type=int, default=3, help="rounds of both runs; medians are quoted (default 3)")
     b.add_argument("--out", type=Path, help="JSON file (default: results/bench/loadgen-<time>.json)")
-    for name, module in _design_modules("bench"):
+    for name, module in design_parts("bench"):
         module.add_arguments(bench.add_parser(name, help=module.HELP))
 
 

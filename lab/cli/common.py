@@ -48,14 +48,14 @@ exit status: 0 valid or allowed, 1 invalid, 2 a mistake in the command or the wo
 """
 
 
-def _seed(text: str) -> int:
+def parse_seed(text: str) -> int:
     try:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
 
 
-def _option(text: str) -> tuple[str, Any]:
+def parse_option(text: str) -> tuple[str, Any]:
     """KEY=VALUE, the value read as a YAML scalar (so 100 is a number and always a word)."""
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
@@ -66,7 +66,7 @@ def _option(text: str) -> tuple[str, Any]:
     return key.strip(), parsed
 
 
-def _seconds(text: str) -> float:
+def parse_seconds(text: str) -> float:
     """60, 60s, 2m or 1h as seconds."""
     scale = {"s": 1, "m": 60, "h": 3600}.get(text[-1:], None)
     try:
@@ -78,7 +78,7 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _yaml_file(flag: str, path: Path) -> Any:
+def yaml_file(flag: str, path: Path) -> Any:
     """A YAML file a flag names; a UsageError if it is missing or not YAML."""
     if not path.is_file():
         raise UsageError(f"{flag} {path}: no such file")
@@ -88,7 +88,7 @@ def _yaml_file(flag: str, path: Path) -> Any:
         raise UsageError(f"{flag} {path}: not YAML: {e}") from None
 
 
-def _design_modules(part: str):
+def design_parts(part: str):
     """(name, module) of every registered design that has a ``part`` module."""
     for name in REGISTRY:
         try:

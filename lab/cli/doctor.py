@@ -36,10 +36,10 @@ def default_ports() -> dict[int, list[str]]:
     and its standalone cluster picks free ports."""
     from lab.aggregate.spark import settings
     from lab.cli import load
-    from lab.cli.common import _design_modules
+    from lab.cli.common import design_parts
 
     found: dict[int, list[str]] = defaultdict(list)
-    for name, module in _design_modules("serve"):
+    for name, module in design_parts("serve"):
         parser = argparse.ArgumentParser()
         module.add_arguments(parser)
         for flag in getattr(module, "PORTS", {}).values():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lab.cli.common import RUN_LEGEND, USER_ERRORS, UsageError, _option, _seconds, _seed, _yaml_file
-from lab.cli.run import _print_result
+from lab.cli.common import RUN_LEGEND, USER_ERRORS, UsageError, parse_option, parse_seconds, parse_seed, yaml_file
+from lab.cli.run import print_result
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -16,7 +16,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("backend", nargs="?", help="backend name (see `lab backends`); not with --worker")
     p.add_argument("--users", type=int, default=10, help="Locust users in all (default 10)")
     p.add_argument("--spawn-rate", type=float, default=10.0, help="users started per second (default 10)")
-    p.add_argument("--duration", type=_seconds, default=10.0, help="how long the load lasts: 60, 60s or 2m (default 10s)")
+    p.add_argument("--duration", type=parse_seconds, default=10.0,
+                   help="how long the load lasts: 60, 60s or 2m (default 10s)")
     p.add_argument("--processes", type=int, default=1,
                    help="Locust processes on this machine (default 1); with --worker, worker processes")
     p.add_argument("--producers", type=int, default=1, help="weight of producers among the users (default 1)")
@@ -31,9 +32,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch", type=int, default=1,
                    help="messages a consumer reads per request (default 1; kestrel: more is monitor/confirm)")
     p.add_argument("--faults", type=Path, help="a YAML file with a fault schedule (a workload's `faults:` list)")
-    p.add_argument("--option", action="append", default=[], type=_option, metavar="KEY=VALUE",
+    p.add_argument("--option", action="append", default=[], type=parse_option, metavar="KEY=VALUE",
                    help="a backend option (see `lab backends`); repeatable")
-    p.add_argument("--seed", type=_seed, default=0, help="the seed of the fault schedule's picks (default 0)")
+    p.add_argument("--seed", type=parse_seed, default=0, help="the seed of the fault schedule's picks (default 0)")
     p.add_argument("--out", type=Path, help="run folder (default: results/runs/<run id>)")
     p.add_argument("--web", action="store_true",
                    help="serve Locust's web UI instead of running headless: start the load from the page, "
@@ -88,11 +89,11 @@ def cmd_load(args: argparse.Namespace) -> int:
         if isinstance(e, USER_ERRORS):
             raise
         raise UsageError(str(e)) from None
-    return _print_result(result)
+    return print_result(result)
 
 
 def _fault_file(path: Path) -> list:
-    data = _yaml_file("--faults", path)
+    data = yaml_file("--faults", path)
     faults = data.get("faults") if isinstance(data, dict) else data
     if not isinstance(faults, list):
         raise UsageError(f"--faults {path}: use a list of faults, or a mapping with a `faults:` list")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lab.cli.common import UsageError, _yaml_file
+from lab.cli.common import UsageError, yaml_file
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -65,7 +65,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 
 def _option_sets_file(path: Path) -> dict:
-    data = _yaml_file("--option-sets", path)
+    data = yaml_file("--option-sets", path)
     if not isinstance(data, dict) or not all(
             isinstance(sets, list) and all(isinstance(s, dict) for s in sets) for sets in data.values()):
         raise UsageError(f"--option-sets {path}: use {{design: [{{option: value, ...}}, ...]}}")

@@ -15,9 +15,9 @@ USAGE_WIDTH = 100
 
 def cli_markdown() -> str:
     """The CLI reference: every command and subcommand of `lab`, its help, usage and flags."""
-    from lab.cli import _parser
+    from lab.cli import build_parser
 
-    parser = _parser()
+    parser = build_parser()
     lines = ["# CLI reference", "",
              "Generated from the `lab` command's own parser when the site is built "
              "(`lab/cli/reference.py`), so it lists exactly the commands and flags of this "

@@ -8,7 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from lab.cli.common import RUN_LEGEND, UsageError, _option, _seed
+from lab.cli.common import RUN_LEGEND, UsageError, parse_option, parse_seed
 from lab.judge.findings import Verdict
 from lab.workloads.spec import load_workload
 
@@ -20,9 +20,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("workload", type=Path, help="workload file (YAML), or a standard workload's name (`lab workloads`)")
     p.add_argument("--backend", required=True, help="backend name (see `lab backends`)")
     p.add_argument("--world", choices=("sim", "live"), default="sim", help="simulated or live (default: sim)")
-    p.add_argument("--seed", type=_seed, help="seed (default: the workload's)")
+    p.add_argument("--seed", type=parse_seed, help="seed (default: the workload's)")
     p.add_argument("--out", type=Path, help="run directory (default: results/runs/<run_id>)")
-    p.add_argument("--option", action="append", default=[], type=_option, metavar="KEY=VALUE",
+    p.add_argument("--option", action="append", default=[], type=parse_option, metavar="KEY=VALUE",
                    help="a backend option, e.g. fsync=always (repeatable; `lab backends` lists them)")
     p.add_argument("--calibration", metavar="FILE|none",
                    help="sim world: the service-time model of the server nodes' CPU (a `lab calibrate` file), "
@@ -38,10 +38,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     # the run resolves the design, checks its options and loads the calibration once, at its door
     result = run(load_workload(args.workload), args.backend, args.world, seed=args.seed, out=args.out,
                  progress=not args.no_progress, options=dict(args.option), calibration=args.calibration)
-    return _print_result(result)
+    return print_result(result)
 
 
-def _print_result(result) -> int:
+def print_result(result) -> int:
     """A run's summary as `lab run` and `lab load` print it; the exit status its verdict gives."""
     from lab.judge.summary import format_table
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from lab.cli.common import UsageError, _design_modules
+from lab.cli.common import UsageError, design_parts
 from lab.design.registry import design_module
 
 
@@ -14,14 +14,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     """`lab serve DESIGN`, each design's tools and `lab cluster DESIGN`, as the designs declare them."""
     p = sub.add_parser("serve", help="run a design's server (its real wire protocol)")
     serves = p.add_subparsers(dest="design", required=True, metavar="DESIGN")
-    for name, module in _design_modules("serve"):
+    for name, module in design_parts("serve"):
         module.add_arguments(serves.add_parser(name, help=module.HELP))
-    for name, module in _design_modules("tools"):  # lab NAME TOOL ...
+    for name, module in design_parts("tools"):  # lab NAME TOOL ...
         module.add_arguments(sub.add_parser(name, help=module.HELP))
 
     p = sub.add_parser("cluster", help="run a design's cluster of local server processes")
     clusters = p.add_subparsers(dest="design", required=True, metavar="DESIGN")
-    for name, module in _design_modules("cluster"):
+    for name, module in design_parts("cluster"):
         module.add_arguments(clusters.add_parser(name, help=module.HELP))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lab.cli.common import UsageError, _option, _seconds
+from lab.cli.common import UsageError, parse_option, parse_seconds
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -20,7 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                             "(default: twice the cluster's cores)")
     p.add_argument("--spark", metavar="MASTER", help="run each seed as a Spark task: local[N] or spark://HOST:PORT "
                                                     "(the workers need the lab: docs/spark.md)")
-    p.add_argument("--option", action="append", default=[], type=_option, metavar="KEY=VALUE",
+    p.add_argument("--option", action="append", default=[], type=parse_option, metavar="KEY=VALUE",
                    help="a backend option, e.g. fsync=always (repeatable; `lab backends` lists them)")
     p.add_argument("--workload", type=Path, help="base workload file or standard name; its faults are replaced "
                                                  "(default: 3 s at 1000 msg/s, 2 producers, 2 consumers, reliable)")
@@ -45,7 +45,7 @@ def cmd_swarm(args: argparse.Namespace) -> int:
 
             check_master(args.spark)
         seeds = parse_seeds(args.seeds)
-        budget = _seconds(args.budget) if args.budget is not None else None
+        budget = parse_seconds(args.budget) if args.budget is not None else None
     except argparse.ArgumentTypeError as e:
         raise UsageError(f"--budget: {e}") from None
     except ValueError as e:

@@ -91,10 +91,10 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 # what the bytes being fed are: a header section, a Content-Length body, a chunked body, a
 # body that runs to the connection's close (a response's only)
-_HEAD, _LENGTH, _CHUNKED, _TO_CLOSE = 0, 1, 2, 3
+PHASE_HEAD, PHASE_LENGTH, PHASE_CHUNKED, PHASE_TO_CLOSE = 0, 1, 2, 3
 
 
-def _head_end(tail: bytes, data: bytes, pos: int) -> int:
+def head_end(tail: bytes, data: bytes, pos: int) -> int:
     """The index in ``data`` just past the empty line that ends a header section (LF CR LF,
     or LF LF as h11 took it: llhttp 9 refuses a bare LF, older ones take it), searching from
     ``pos``; ``tail`` is the section's last bytes already fed (at most 2), so an end split
@@ -110,7 +110,7 @@ def _head_end(tail: bytes, data: bytes, pos: int) -> int:
     return j + 2 if j >= 0 else i + 3 if i >= 0 else -1
 
 
-class _Message:
+class ParsedMessage:
     """httptools' protocol: the callbacks collect a message here (one object per parser,
     reset in place: the parser holds its bound methods). Header names lower-case, values
     latin-1 without surrounding whitespace, a repeated header's values joined by ", "."""

@@ -12,7 +12,8 @@ from typing import Iterable, NamedTuple
 
 import httptools
 
-from lab.design.http import _CHUNKED, _HEAD, _LENGTH, _TO_CLOSE, MAX_HEADER_BYTES, _head_end, _Message
+from lab.design.http import (MAX_HEADER_BYTES, PHASE_CHUNKED, PHASE_HEAD, PHASE_LENGTH, PHASE_TO_CLOSE, ParsedMessage,
+                             head_end)
 
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
@@ -55,9 +56,9 @@ class ResponseReader:
 
     def __init__(self, method: str = "GET"):
         self._method = method
-        self._msg = _Message()
+        self._msg = ParsedMessage()
         self._parser = httptools.HttpResponseParser(self._msg)
-        self._phase = _HEAD
+        self._phase = PHASE_HEAD
         self._remaining = 0  # Content-Length bytes still to come
         self._head_size = 0
         self._tail = b""  # the header section's last 2 bytes so far
@@ -80,8 +81,8 @@ class ResponseReader:
         try:
             while pos < end:
                 phase = self._phase
-                if phase == _HEAD:
-                    stop = _head_end(self._tail, chunk, pos)
+                if phase == PHASE_HEAD:
+                    stop = head_end(self._tail, chunk, pos)
                     if stop < 0:
                         stop = end
                     piece = chunk if pos == 0 and stop == end else chunk[pos:stop]
@@ -105,12 +106,12 @@ class ResponseReader:
                     coding = headers.get("transfer-encoding")
                     length = headers.get("content-length")
                     if coding is not None and coding.rpartition(",")[2].strip().lower() == "chunked":
-                        self._phase = _CHUNKED
+                        self._phase = PHASE_CHUNKED
                     elif length is not None:
-                        self._phase, self._remaining = _LENGTH, int(length)
+                        self._phase, self._remaining = PHASE_LENGTH, int(length)
                     else:
-                        self._phase = _TO_CLOSE
-                elif phase == _LENGTH:
+                        self._phase = PHASE_TO_CLOSE
+                elif phase == PHASE_LENGTH:
                     stop = pos + self._remaining
                     if stop > end:
                         stop = end
@@ -118,12 +119,12 @@ class ResponseReader:
                     self._remaining -= stop - pos
                     pos = stop
                     parser.feed_data(piece)
-                elif phase == _CHUNKED:  # line by line, so as not to parse past its end
+                elif phase == PHASE_CHUNKED:  # line by line, so as not to parse past its end
                     lf = chunk.find(b"\n", pos)
                     stop = end if lf < 0 else lf + 1
                     parser.feed_data(chunk if pos == 0 and stop == end else chunk[pos:stop])
                     pos = stop
-                else:  # _TO_CLOSE
+                else:  # PHASE_TO_CLOSE
                     parser.feed_data(chunk if pos == 0 else chunk[pos:])
                     pos = end
                 if msg.complete:
@@ -140,7 +141,7 @@ class ResponseReader:
 
     def _closed_now(self) -> HttpReply | None:
         self._closed = True
-        if self._phase == _TO_CLOSE:
+        if self._phase == PHASE_TO_CLOSE:
             msg = self._msg
             return HttpReply(self._status, msg.headers, msg.take_body() if msg.body else b"")
         raise ValueError("the connection closed before a whole response")

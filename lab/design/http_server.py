@@ -31,8 +31,8 @@ from urllib.parse import parse_qsl, unquote
 
 import httptools
 
-from lab.design.http import (_CHUNKED, _HEAD, _LENGTH, MAX_HEADER_BYTES, METHODS, Request, Response, _head_end,
-                             _Message, error)
+from lab.design.http import (MAX_HEADER_BYTES, METHODS, PHASE_CHUNKED, PHASE_HEAD, PHASE_LENGTH, ParsedMessage, Request,
+                             Response, error, head_end)
 from lab.design.http_router import Router
 
 if TYPE_CHECKING:
@@ -144,10 +144,10 @@ class HttpServerConnection:
         self.max_body = max_body
         self.max_header_bytes = max_header_bytes
         self.timeout: float | None = header_timeout
-        self._msg = _Message()
+        self._msg = ParsedMessage()
         self._parser = httptools.HttpRequestParser(self._msg)
         self._buf = b""  # bytes not given to the parser yet
-        self._phase = _HEAD  # what the parser is reading
+        self._phase = PHASE_HEAD  # what the parser is reading
         self._head_size = 0  # bytes of the request's header section so far
         self._tail = b""  # their last 2
         self._start = b""  # their first 64 (for an unknown method's name)
@@ -182,8 +182,8 @@ class HttpServerConnection:
         try:
             while pos < end:
                 phase = self._phase
-                if phase == _HEAD:
-                    stop = _head_end(self._tail, data, pos)
+                if phase == PHASE_HEAD:
+                    stop = head_end(self._tail, data, pos)
                     if stop < 0:
                         stop = end
                     piece = data if pos == 0 and stop == end else data[pos:stop]
@@ -206,7 +206,7 @@ class HttpServerConnection:
                         if self._head_size > self.max_header_bytes:
                             return self._too_big_head()
                         continue
-                elif phase == _LENGTH:
+                elif phase == PHASE_LENGTH:
                     stop = pos + self._remaining
                     if stop > end:
                         stop = end
@@ -214,7 +214,7 @@ class HttpServerConnection:
                     self._remaining -= stop - pos
                     pos = stop
                     parser.feed_data(piece)
-                else:  # _CHUNKED: line by line, so as not to parse past its end
+                else:  # PHASE_CHUNKED: line by line, so as not to parse past its end
                     lf = data.find(b"\n", pos)
                     stop = end if lf < 0 else lf + 1
                     piece = data if pos == 0 and stop == end else data[pos:stop]
@@ -264,9 +264,9 @@ class HttpServerConnection:
         if not msg.complete:
             self._expect = version >= "1.1" and _has_token(headers.get("expect"), "100-continue")
             if length is not None:
-                self._phase, self._remaining = _LENGTH, int(length)
+                self._phase, self._remaining = PHASE_LENGTH, int(length)
             else:
-                self._phase = _CHUNKED
+                self._phase = PHASE_CHUNKED
         return None
 
     def _continue(self) -> _Continue | None:
@@ -283,7 +283,7 @@ class HttpServerConnection:
                           _query(raw_query) if raw_query else {}, msg.headers,
                           msg.take_body() if msg.body else b"", None, raw_path)
         msg.reset()
-        self._phase, self._head_size, self._tail, self._start = _HEAD, 0, b"", b""
+        self._phase, self._head_size, self._tail, self._start = PHASE_HEAD, 0, b"", b""
         self._expect = self._continued = False
         return request
 

@@ -41,7 +41,7 @@ from typing import Any, Callable, Mapping
 
 from lab.design.backend import Backend, QueueClient, Rejected
 from lab.design.registry import backend_class
-from lab.experiments.calibrate_fit import FLOOR_NS, SIZES, Calibration, _sigma_of, fit, fit_network
+from lab.experiments.calibrate_fit import FLOOR_NS, SIZES, Calibration, fit, fit_network, sigma_of
 from lab.worlds.inprocess import InProcessWorld, Meter, Sample
 from lab.design.service import ServiceTime
 
@@ -305,7 +305,7 @@ def calibrate(backend: str, requests: int = DEFAULT_REQUESTS, *, options: Mappin
               loopback: bool = True, progress: bool = True, seed: int = 0) -> Calibration:
     """Measure ``backend``'s service times in process (``requests`` cycles per message size)
     and, with ``loopback``, its protocol's loopback latency (``requests`` round trips)."""
-    from lab.worlds.live.world import _run_event_loop  # the live world's loop (uvloop): the servers' own
+    from lab.worlds.live.world import run_event_loop  # the live world's loop (uvloop): the servers' own
     from lab.history.provenance import machine, versions
     from tqdm import tqdm
 
@@ -319,7 +319,7 @@ def calibrate(backend: str, requests: int = DEFAULT_REQUESTS, *, options: Mappin
     with tqdm(total=total, unit="op", desc=f"calibrate {backend}", disable=not progress, dynamic_ncols=True,
               leave=False) as bar:
         tick = lambda: bar.update(1)  # noqa: E731
-        result, design = _run_event_loop(_in_process(cls, options, requests, tick, seed))
+        result, design = run_event_loop(_in_process(cls, options, requests, tick, seed))
         phases = (f"size {SIZES[0]}", f"size {SIZES[1]}")
         fits = fit(result.samples, phases)
         network, round_trips, transport_ns, client = None, [], 0.0, None
@@ -334,7 +334,7 @@ def calibrate(backend: str, requests: int = DEFAULT_REQUESTS, *, options: Mappin
                 transport_ns = server_ns - service
             # the loaded CPU per round trip, with the spread of the one-at-a-time ones
             client = ServiceTime("lognormal", client_ns,
-                                 _sigma_of([math.log(max(FLOOR_NS, c)) for c in loop.client_cpu]))
+                                 sigma_of([math.log(max(FLOOR_NS, c)) for c in loop.client_cpu]))
             network = fit_network(round_trips, server_ns + client_ns)
     found = versions()
     measured: dict[str, Any] = {

@@ -102,7 +102,7 @@ class Calibration:
         return "\n".join(lines)
 
 
-def _sigma_of(values: list[float]) -> float:
+def sigma_of(values: list[float]) -> float:
     """A spread from the interquartile range, as a normal's sigma (IQR / 1.349)."""
     if len(values) < 4:
         return 0.0
@@ -112,7 +112,7 @@ def _sigma_of(values: list[float]) -> float:
 
 def _median_se(values: list[float]) -> float:
     """The standard error of a sample median (1.2533 sigma / sqrt n, sigma from the IQR)."""
-    return 1.2533 * _sigma_of(values) / math.sqrt(len(values)) if values else math.inf
+    return 1.2533 * sigma_of(values) / math.sqrt(len(values)) if values else math.inf
 
 
 def fit_kind(kind: str, samples: list[Sample], phases: tuple[str, str]) -> KindFit:
@@ -133,12 +133,12 @@ def fit_kind(kind: str, samples: list[Sample], phases: tuple[str, str]) -> KindF
     median = statistics.median(rest)
     if len(rest) < MIN_LOGNORMAL:
         return KindFit(kind, len(rest), ServiceTime("const", median, 0.0, per_byte))
-    return KindFit(kind, len(rest), ServiceTime("lognormal", median, _sigma_of([math.log(v) for v in rest]), per_byte))
+    return KindFit(kind, len(rest), ServiceTime("lognormal", median, sigma_of([math.log(v) for v in rest]), per_byte))
 
 
 def _lognormal(values: list[float]) -> ServiceTime:
     """A lognormal by the median and the logs' interquartile range."""
-    return ServiceTime("lognormal", statistics.median(values), _sigma_of([math.log(v) for v in values]))
+    return ServiceTime("lognormal", statistics.median(values), sigma_of([math.log(v) for v in values]))
 
 
 def fit(samples: list[Sample], phases: tuple[str, str], warmup: str = "warmup") -> dict[str, KindFit]:

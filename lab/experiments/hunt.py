@@ -43,11 +43,11 @@ from lab.design.registry import REGISTRY, UnknownBackend, backend_class
 from lab.design.mutants import Mutant
 from lab.experiments.planting import UnknownMutant, catalogue, mutant
 from lab.history.paths import make_empty_folder
-from lab.experiments.swarm import _bar, _say, _write_workload
+from lab.experiments.swarm import progress_bar, say, write_workload
 from lab.experiments.swarm_draw import (base_workload, cast_of, draw_schedule, load_window, schedule_line,
                                         seed_workload, world_kinds)
 from lab.experiments.swarm_shrink import Shrinker
-from lab.experiments.swarm_worker import ERROR, SeedRun, _InProcess, _pool, in_worker, run_seed, seed_run
+from lab.experiments.swarm_worker import ERROR, InProcess, SeedRun, in_worker, process_pool, run_seed, seed_run
 from lab.judge.findings import Verdict
 from lab.workloads.spec import load_workload
 
@@ -190,7 +190,7 @@ def hunt(designs: Iterable[str] | None = None, names: Iterable[str] | None = Non
     jobs = jobs or (len(os.sched_getaffinity(0)) if world == "sim" else 1)
     hunts = [Hunt(m, trials(m, seeds, world)) for m in chosen]
     result = HuntResult(directory, world, seeds, hunts, {}, {}, 0.0)
-    executor: Executor = _InProcess() if jobs == 1 else _pool(jobs)
+    executor: Executor = InProcess() if jobs == 1 else process_pool(jobs)
     try:
         _Scheduler(result, executor, jobs, shrink_runs, progress, echo).run()
     except KeyboardInterrupt:
@@ -218,7 +218,7 @@ class _Scheduler:
         self.ready: deque[tuple[str, Any]] = deque(("hunt", h) for h in result.hunts)
         self.inflight: dict[Future, tuple[str, Any, str]] = {}
         self.pending_controls: set[str] = set()
-        self.bar = _bar(len(result.hunts), f"mutants ({result.world})", "mutant", progress)
+        self.bar = progress_bar(len(result.hunts), f"mutants ({result.world})", "mutant", progress)
         self.settled = 0
 
     def run(self) -> None:
@@ -280,8 +280,8 @@ class _Scheduler:
             self.ready.append(("hunt", h))
             return
         h.caught = h.runs[-1]
-        _say(self.bar, self.echo, f"  {h.mutant.name}: caught by {trial.label} after {len(h.runs)} run(s) "
-                                  f"({run.reason})")
+        say(self.bar, self.echo, f"  {h.mutant.name}: caught by {trial.label} after {len(h.runs)} run(s) "
+                                 f"({run.reason})")
         faults = trial.workload.get("faults") or []
         if not faults or self.shrink_runs < 1:
             h.shrunk = schedule_line(faults)
@@ -299,8 +299,8 @@ class _Scheduler:
         s = h.shrinker
         h.shrunk = schedule_line(s.best["faults"])
         if s.kept:
-            _write_workload(self.result.directory / f"{h.mutant.name}-shrunk.yaml", s.best,
-                            f"lab mutants: {h.mutant.name}, shrunk in {s.runs} runs: INVALID ({s.best_run.reason})")
+            write_workload(self.result.directory / f"{h.mutant.name}-shrunk.yaml", s.best,
+                           f"lab mutants: {h.mutant.name}, shrunk in {s.runs} runs: INVALID ({s.best_run.reason})")
         shutil.rmtree(self.result.directory / h.mutant.name / "shrinking", ignore_errors=True)
         self._settle(h)
 
@@ -317,14 +317,14 @@ class _Scheduler:
         self.pending_controls.discard(key)
         self.result.controls[key] = run
         if run.verdict in (Verdict.INVALID, ERROR):
-            _say(self.bar, self.echo, f"  FALSE ALARM: {m.label} unmutated, {trial.label}: {run.verdict.upper()} "
-                                      f"({run.reason})")
+            say(self.bar, self.echo, f"  FALSE ALARM: {m.label} unmutated, {trial.label}: {run.verdict.upper()} "
+                                     f"({run.reason})")
         elif run.verdict == Verdict.NO_EVIDENCE:
-            _say(self.bar, self.echo, f"  NO EVIDENCE: {m.label} unmutated, {trial.label}: {run.reason}")
+            say(self.bar, self.echo, f"  NO EVIDENCE: {m.label} unmutated, {trial.label}: {run.reason}")
 
     def _settle(self, h: Hunt, line: str | None = None) -> None:
         if line:
-            _say(self.bar, self.echo, f"  {line}")
+            say(self.bar, self.echo, f"  {line}")
         self.settled += 1
         self.bar.update(1)
         self.bar.set_postfix_str(f"caught {sum(1 for x in self.result.hunts if x.caught)}/{self.settled}")

@@ -135,7 +135,7 @@ def probe(round_trips: int = 300) -> dict[str, float]:
     import pickle
     import statistics
 
-    from lab.worlds.live.world import _run_event_loop
+    from lab.worlds.live.world import run_event_loop
 
     def work() -> int:
         t0 = time.perf_counter_ns()
@@ -163,7 +163,7 @@ def probe(round_trips: int = 300) -> dict[str, float]:
         server.close()
         return times
 
-    rtt = statistics.median(_run_event_loop(loopback()))
+    rtt = statistics.median(run_event_loop(loopback()))
     return {"cpu_us": cpu / 1e3, "rtt_us": rtt / 1e3, "probe_us": (cpu * rtt) ** 0.5 / 1e3}
 
 
@@ -226,7 +226,7 @@ def measure(designs: list[str], workloads: list[str], worlds: list[str], repeats
     for world, design, name, rnd, run_id in runs:
         rows = {r["op"]: r for _, r in summary[summary.run_id == run_id].iterrows()}
         k = key(design, name)
-        figures.verdicts.setdefault((world, k), []).append(str(checks.loc[run_id, "verdict"]))
+        figures.verdicts.setdefault(f"{world} {k}", []).append(str(checks.loc[run_id, "verdict"]))
         if world == "sim":
             found = {f"{op}.{c}": _plain(rows[op][c]) for op in sorted(rows) for c in SIM_COLUMNS}
             found.update({f"checks.{c}": _plain(checks.loc[run_id, c]) for c in CHECK_COLUMNS})

@@ -72,7 +72,7 @@ def spark_context(master: str) -> Iterator[Any]:
     started is used as it is); the session this call started is stopped on the way out."""
     from lab.aggregate import spark
 
-    started = spark._session is None
+    started = not spark.session_started()
     session = spark.spark_session(with_retries(check_master(master)),
                                   {"spark.task.maxFailures": str(MAX_FAILURES)})
     try:

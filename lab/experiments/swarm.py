@@ -41,7 +41,7 @@ from lab.design.registry import backend_class
 from lab.experiments.swarm_draw import (base_workload, cast_of, draw_schedule, load_line, load_window,
                                         schedule_line, seed_workload, world_kinds)
 from lab.experiments.swarm_shrink import Shrinker
-from lab.experiments.swarm_worker import (ERROR, SeedRun, WorkerError, _InProcess, _pool, in_worker, run_seed,
+from lab.experiments.swarm_worker import (ERROR, InProcess, SeedRun, WorkerError, in_worker, process_pool, run_seed,
                                           seed_run)
 from lab.history.paths import make_empty_folder
 from lab.judge.findings import Verdict
@@ -147,7 +147,7 @@ def swarm(backend: str, seeds: Sequence[int], *, budget: float | None = None, jo
         executor: Executor = SparkRuns(sc, jobs, on_failure=_task_failed)
     else:
         jobs = jobs or len(os.sched_getaffinity(0))
-        executor = _InProcess() if jobs == 1 else _pool(jobs)
+        executor = InProcess() if jobs == 1 else process_pool(jobs)
     runs: list[SeedRun] = []
     findings: list[Finding] = []
     completed = interrupted = False
@@ -189,7 +189,7 @@ def _task_failed(failed: Exception) -> WorkerError:
     return WorkerError(type(failed).__name__, message, message + "\n")
 
 
-def _bar(total: int, desc: str, unit: str, progress: bool | TextIO):
+def progress_bar(total: int, desc: str, unit: str, progress: bool | TextIO):
     from tqdm import tqdm
 
     if progress is True:
@@ -204,15 +204,15 @@ def _search(executor: Executor, jobs: int, schedules: dict[int, dict[str, Any]],
             echo: Callable[[str], None], runs: list[SeedRun], findings: list[Finding]) -> bool:
     """Run every seed (at most ``jobs`` at a time) until done or past ``deadline``; True if
     the deadline stopped it."""
-    bar = _bar(len(schedules), f"swarm {backend}", "seed", progress)
+    bar = progress_bar(len(schedules), f"swarm {backend}", "seed", progress)
 
     def finished(seed: int, future: Future) -> None:
         run = seed_run(future.result(), seed, schedules[seed], str(directory / f"seed-{seed}"))
         runs.append(run)
         if run.verdict in (Verdict.INVALID, ERROR):
             findings.append(_finding(run, schedules[seed], backend, options, directory))
-            _say(bar, echo, f"  seed {seed}: {run.verdict.upper()} ({run.reason})\n"
-                            f"    faults: {run.faults}\n    replay: {findings[-1].command}")
+            say(bar, echo, f"  seed {seed}: {run.verdict.upper()} ({run.reason})\n"
+                           f"    faults: {run.faults}\n    replay: {findings[-1].command}")
         bar.update(1)
         bar.set_postfix_str(", ".join(f"{k} {n}" for k, n in sorted(Counter(r.verdict for r in runs).items())))
 
@@ -242,7 +242,7 @@ def _search(executor: Executor, jobs: int, schedules: dict[int, dict[str, Any]],
     return stopped
 
 
-def _say(bar: Any, echo: Callable[[str], None], text: str) -> None:
+def say(bar: Any, echo: Callable[[str], None], text: str) -> None:
     """A line above a live bar (tqdm's own write keeps the bar whole), else through ``echo``."""
     if bar.disable:
         echo(text)
@@ -257,11 +257,11 @@ def _past(deadline: float | None) -> bool:
 def _finding(run: SeedRun, workload: dict[str, Any], backend: str, options: dict[str, Any],
              directory: Path) -> Finding:
     path = directory / f"seed-{run.seed}.yaml"
-    _write_workload(path, workload, f"lab swarm: seed {run.seed} of {backend}: {run.verdict.upper()} ({run.reason})")
+    write_workload(path, workload, f"lab swarm: seed {run.seed} of {backend}: {run.verdict.upper()} ({run.reason})")
     return Finding(run, path, replay_command(path, backend, run.seed, options))
 
 
-def _write_workload(path: Path, workload: dict[str, Any], headline: str) -> None:
+def write_workload(path: Path, workload: dict[str, Any], headline: str) -> None:
     body = yaml.safe_dump(workload, sort_keys=False, default_flow_style=None, width=200)
     path.write_text(f"# {headline}\n{body}")
 
@@ -278,7 +278,7 @@ def _shrink_all(executor: Executor, jobs: int, findings: list[Finding], schedule
     trials = directory / "shrinking"
     waiting = list(shrinkers)
     inflight: dict[Future, tuple[int, Path, dict[str, Any]]] = {}
-    bar = _bar(len(shrinkers) * max_runs, f"shrinking {len(shrinkers)} seed(s)", "run", progress)
+    bar = progress_bar(len(shrinkers) * max_runs, f"shrinking {len(shrinkers)} seed(s)", "run", progress)
     stopped = False
     while True:
         while waiting and len(inflight) < jobs and not (stopped := stopped or _past(deadline)):
@@ -287,8 +287,8 @@ def _shrink_all(executor: Executor, jobs: int, findings: list[Finding], schedule
             candidate = shrinker.next()
             if candidate is None:
                 bar.update(max_runs - shrinker.runs)  # done early: its share of the bar
-                _say(bar, echo, f"  seed {seed}: shrunk in {shrinker.runs} runs to "
-                                f"{schedule_line(shrinker.best['faults']) if shrinker.kept else 'nothing smaller'}")
+                say(bar, echo, f"  seed {seed}: shrunk in {shrinker.runs} runs to "
+                               f"{schedule_line(shrinker.best['faults']) if shrinker.kept else 'nothing smaller'}")
                 continue
             out = trials / f"seed-{seed}-try-{shrinker.runs + 1}"
             inflight[executor.submit(in_worker, run_seed, candidate, backend, options, seed, str(out))] = \
@@ -319,9 +319,9 @@ def _shrink_all(executor: Executor, jobs: int, findings: list[Finding], schedule
             finding.shrunk = shrinker.best_run
             finding.shrunk_load = shrinker.best
             finding.shrunk_file = directory / f"seed-{seed}-shrunk.yaml"
-            _write_workload(finding.shrunk_file, shrinker.best,
-                            f"lab swarm: seed {seed} of {backend}, shrunk in {shrinker.runs} runs: "
-                            f"INVALID ({finding.shrunk.reason})")
+            write_workload(finding.shrunk_file, shrinker.best,
+                           f"lab swarm: seed {seed} of {backend}, shrunk in {shrinker.runs} runs: "
+                           f"INVALID ({finding.shrunk.reason})")
             finding.shrunk_command = replay_command(finding.shrunk_file, backend, seed, options)
     shutil.rmtree(trials, ignore_errors=True)
     return stopped

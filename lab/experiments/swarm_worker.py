@@ -104,7 +104,7 @@ def seed_run(outcome: SeedRun | WorkerError, seed: int, workload: Mapping[str, A
     return SeedRun(seed, schedule_line(workload.get("faults") or []), ERROR, outcome.reason)
 
 
-class _InProcess(Executor):
+class InProcess(Executor):
     """``--jobs 1``: runs in this process, one at a time (a design registered at run time is seen)."""
 
     def submit(self, fn, /, *args, **kwargs):  # noqa: ANN001 (Executor's signature)
@@ -118,7 +118,7 @@ class _InProcess(Executor):
         return future
 
 
-def _pool(jobs: int) -> Executor:
+def process_pool(jobs: int) -> Executor:
     import multiprocessing
 
     # forkserver: workers start from a clean process, not a copy of one that may hold threads

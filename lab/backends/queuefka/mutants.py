@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import deque
 
 from lab.design import Delivery
-from lab.backends.queuefka.core.broker import GROUP_SUFFIX, QueuefkaCore, _is_segment
+from lab.backends.queuefka.core.broker import GROUP_SUFFIX, QueuefkaCore, is_segment
 from lab.backends.queuefka.core.leases import Session
 from lab.backends.queuefka.core.writer import Writer
 from lab.backends.queuefka.driver import QueuefkaClient
@@ -50,7 +50,7 @@ async def _produce_with_group_commit(self: QueuefkaCore, name: str,
 async def _fsync_after_linger(core: QueuefkaCore, topic) -> None:  # noqa: ANN001 (the broker's private _Topic)
     await core.rt.sleep(LINGER)
     topic.writer.sync()  # a no-op when an earlier flusher synced these records already
-    await topic.store.settle(_is_segment)
+    await topic.store.settle(is_segment)
 
 
 _MAYBE_SYNC = Writer._maybe_sync

@@ -191,10 +191,10 @@ def swarm(target: Target) -> list[Line]:
 def _in_pool(target: Target, jobs: list[tuple]) -> list[Any]:
     """Each job ``(fn, *args)`` run as the swarm runs them (``in_worker``: a worker's error
     comes back as a value), ``target.jobs`` at a time; the outcomes in order."""
-    from lab.experiments.swarm_worker import _InProcess, _pool, in_worker
+    from lab.experiments.swarm_worker import InProcess, in_worker, process_pool
     from lab.worlds import interrupt
 
-    executor = _InProcess() if target.jobs == 1 else _pool(min(target.jobs, max(1, len(jobs))))
+    executor = InProcess() if target.jobs == 1 else process_pool(min(target.jobs, max(1, len(jobs))))
     completed = False
     try:
         futures = [executor.submit(in_worker, *job) for job in jobs]

@@ -334,7 +334,7 @@ class LiveWorld:
                 proc.stop(timeout=deadline - time.monotonic())
 
     def run(self, main: Callable[[LiveRuntime], Awaitable[T]]) -> T:
-        return _run_event_loop(self._main(main))
+        return run_event_loop(self._main(main))
 
     async def _main(self, main: Callable[[LiveRuntime], Awaitable[T]]) -> T:
         control = self.node("control")
@@ -386,7 +386,7 @@ class LiveWorld:
                 shutil.copyfile(proc.log_path, self.logs_to / f"{node}.log")
 
 
-def _run_event_loop(coro: Coroutine[Any, Any, T]) -> T:
+def run_event_loop(coro: Coroutine[Any, Any, T]) -> T:
     """asyncio.run (on uvloop when installed), also from inside a running loop.
 
     Jupyter kernels already run an event loop in the main thread; there the live world

@@ -50,7 +50,7 @@ from lab.design.runtime import Runtime
 EPOCH_MASK = (1 << 62) - 1  # an epoch is a JSON-safe non-negative integer
 
 
-def _is_segment(name: str) -> bool:
+def is_segment(name: str) -> bool:
     return name.endswith(".slab")
 
 
@@ -107,7 +107,7 @@ class QueuefkaCore:
 
     def exists(self, name: str) -> bool:
         """Whether topic ``name`` has a log (a folder with no segment is not a topic)."""
-        return name in self.topics or any(map(_is_segment, RuntimeStore(self.rt, name).names()))
+        return name in self.topics or any(map(is_segment, RuntimeStore(self.rt, name).names()))
 
     def topic_names(self) -> list[str]:
         """Every topic with a log on this node's disk."""
@@ -136,7 +136,7 @@ class QueuefkaCore:
             topic.recovered = False
         addresses = topic.writer.write_many(list(payloads)) if len(payloads) > 1 else [topic.writer.write(payloads[0])]
         topic.writer.flush()  # readers (consumer groups) see the bytes now
-        await topic.store.settle(_is_segment)  # not a consumer's commit: only the log's fsyncs
+        await topic.store.settle(is_segment)  # not a consumer's commit: only the log's fsyncs
         arrived, topic.arrived = topic.arrived, self.rt.event()
         arrived.set()
         return addresses
