@@ -45,8 +45,9 @@ def test_ideal_calibration_writes_a_file_the_sim_world_loads(tmp_path):
 
 def _sim_kinds(backend: str, cycles: int, monkeypatch) -> set[str]:
     """The kinds the sim world's CPU charges for the calibration's operations on ``backend``."""
+    from models.config import SimConfig
     from models.cpu import NodeCpu
-    from lab.experiments.runner import make_world
+    from models.world import SimWorld
 
     seen: set[str] = set()
     serve = NodeCpu.serve
@@ -56,7 +57,8 @@ def _sim_kinds(backend: str, cycles: int, monkeypatch) -> set[str]:
         return await serve(self, kind, nbytes, extra_ns)
 
     monkeypatch.setattr(NodeCpu, "serve", observed)
-    world = make_world("sim", 1)
+    cls = backend_class(backend)
+    world = SimWorld(1, SimConfig(service=cls.service_model(cls.check_options({}, "sim"))))  # its committed calibration
 
     async def main(rt):
         design = backend_class(backend)(world)

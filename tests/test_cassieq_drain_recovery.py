@@ -16,7 +16,8 @@ import yaml
 
 from lab.backends.cassieq.driver import CassieqBackend
 from lab.history.record import read_samples
-from lab.experiments.runner import make_world, run
+from lab.experiments.runner import run
+from models.world import SimWorld
 from lab.workloads.spec import parse_workload
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,13 +59,13 @@ def test_split_flapping_the_drain_waits_out_the_designs_recovery_and_nothing_is_
     assert verdict.verdict != "invalid" and verdict.counts.lost == 0, verdict.line()
     delivered = _delivered(result.run_dir)
     assert 7 < delivered[LOST] < 7 + 1  # back when its lease ran out, by the design's own recovery
-    recovery = CassieqBackend(make_world("sim", 0), {}).recovery_s
+    recovery = CassieqBackend(SimWorld(0), {}).recovery_s
     assert result.world_seconds >= max(delivered.values()) + recovery  # the drain stayed that long after it
     assert not any("gave up" in w for w in result.warnings)  # and then found the queue empty
 
 
 def test_cassieq_declares_the_longest_of_its_lease_and_its_repair_timeline():
-    world = make_world("sim", 0)
+    world = SimWorld(0)
     default = CassieqBackend(world, {}).recovery_s
     assert default > 5 + 15  # past the lease, and past a sealed bucket's finalize timeout
     assert CassieqBackend(world, {"repair_refresh": 1.0}).recovery_s == default - 4  # the manager looks sooner

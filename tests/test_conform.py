@@ -115,7 +115,8 @@ from toyq.driver import ToyBackend
 MUTANTS = [Mutant("toyq-harmless", "toyq", "no loss", "changes nothing",
                   (Patch(ToyBackend, "summary", ToyBackend.summary),))]
 """
-    with installed(_toy(tmp_path, files={"toyq/mutants.py": mutants})):
+    with installed(_toy(tmp_path, files={"toyq/mutants.py": mutants}, extra="from lab.design import Parts",
+                        body='    parts = Parts(mutants="toyq.mutants")\n')):
         report = conform("toyq", only=["mutants"], **QUIET)
     line = report.line("mutants: toyq-harmless caught")
     assert line.status == FAIL and "NOT CAUGHT" in line.reason

@@ -125,7 +125,7 @@ def _workload(**fields):
 
 def test_a_single_server_loses_everything_it_held_and_serves_again_after_the_restart(tmp_path):
     result = run(_workload(), "kestrel", "sim", out=tmp_path / "r", progress=False, options={"syncJournal": "always"})
-    v, samples = result.verdict, read_samples(result.run_dir).to_pandas()
+    v, samples = result.check, read_samples(result.run_dir).to_pandas()
     [start, heal] = fault_events(read_samples(result.run_dir))
     assert (start.kind, start.nodes, heal.kind, heal.nodes) == ("disk-loss", ("kestrel",), "disk-loss", ("kestrel",))
     puts = samples[(samples.op == "put") & (samples.outcome == "ok")]

@@ -274,7 +274,7 @@ def test_aggregate_counts_no_fault_row_as_an_operation(spark, tmp_path):
     summary = aggregate(spark, [result.run_dir], tmp_path / "summary").summary
     assert "fault" not in set(summary.op) and {"steady", "fault", "heal"} <= set(summary.phase)
     puts = summary[(summary.op == "put") & summary.phase.isin(PHASES)]
-    assert puts["count"].sum() == result.summary["put"]["count"] == result.verdict.attempts
+    assert puts["count"].sum() == result.summary["put"]["count"] == result.check.counts.attempts
 
 
 # ----------------------------------------------------------------------------- when a fault starts
@@ -338,7 +338,7 @@ def test_a_run_strikes_at_its_drawn_time_and_its_manifest_and_warnings_say_so(tm
     starts = {}
     for seed in (1, 2):
         result = run(w, "ideal", "sim", seed=seed, out=tmp_path / f"s{seed}", progress=False)
-        assert result.verdict.valid, result.verdict.line()
+        assert result.check.valid, result.check.line()
         at = timed(w.faults, seed)[0].at
         rows = read_samples(result.run_dir).to_pandas()
         t0 = rows[rows.op == "put"].t_start_ns.min()  # the first put starts with the run
@@ -364,10 +364,10 @@ def test_a_kill_keeps_what_a_crash_loses_in_the_sim_world(tmp_path):
 
     killed = run(load_workload("kill"), "kestrel", "sim", out=tmp_path / "kill", progress=False,
                  options={"syncJournal": "never"})
-    assert killed.verdict.verdict == "valid" and killed.verdict.lost == 0, killed.verdict.line()
+    assert killed.verdict == "valid" and killed.check.counts.lost == 0, killed.check.line()
     crash = dataclasses.replace(load_workload("kill"), faults=load_workload("crash").faults)
     crashed = run(crash, "kestrel", "sim", out=tmp_path / "crash", progress=False, options={"syncJournal": "never"})
-    assert crashed.verdict.verdict == "allowed" and crashed.verdict.lost > 0, crashed.verdict.line()
+    assert crashed.verdict == "allowed" and crashed.check.counts.lost > 0, crashed.check.line()
 
 
 def test_a_crash_of_a_real_broker_is_refused_where_fuse_cannot_mount(monkeypatch):

@@ -136,7 +136,7 @@ def test_a_scaffolded_design_installed_outside_the_repository_runs_in_every_comm
     out = _lab(python, "swarm", "--backend", NAME, "--seeds", "1..20", "--out", str(tmp_path / "swarm"),
                "--no-progress", cwd=cwd)
     seeds = list(csv.DictReader((tmp_path / "swarm" / "swarm.csv").open()))
-    assert out.returncode == 0 and "invalid 0, error 0" in out.stdout, out.stdout[-2000:]
+    assert out.returncode == 0 and "invalid 0, no evidence 0, error 0" in out.stdout, out.stdout[-2000:]
     assert len(seeds) == 20 and {s["verdict"] for s in seeds} <= {"valid", "allowed"}
 
     out = _lab(python, "load", NAME, "--duration", "5s", "--out", str(tmp_path / "load"), cwd=cwd)

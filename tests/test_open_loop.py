@@ -42,7 +42,7 @@ def test_poisson_puts_start_on_schedule_and_overlap(tmp_path):
     gaps = np.diff(starts) / 1e9
     assert np.mean(gaps) == pytest.approx(1 / 20_000, rel=0.05)
     assert np.std(gaps) / np.mean(gaps) == pytest.approx(1.0, abs=0.1)  # exponential gaps
-    v = result.verdict  # puts in flight together promise no order between them
+    v = result.check  # puts in flight together promise no order between them
     assert v.valid and v.counts.attempts == v.counts.ok == puts.num_rows and v.counts.lost == 0 and v.reordering.inversions == 0, v.line()
 
 

@@ -211,7 +211,7 @@ def test_the_verdict_heatmap_colours_each_cell_by_its_verdict_and_writes_its_num
     assert to_hex(rgba[1][0]) == VERDICT_COLOURS["invalid"]
     assert rgba[1][1][3] == 0  # no such cell: blank, and said so
     assert sorted(t.get_text() for t in ax.texts) == ["0/0", "3/1\nlate", "600/0", "not run"]
-    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["valid", "allowed", "invalid"]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["valid", "allowed", "invalid", "no evidence"]
 
 
 def test_throughput_bars_are_p50_with_a_p5_to_p95_whisker_in_the_design_colour():

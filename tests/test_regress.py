@@ -193,12 +193,12 @@ def test_a_run_of_the_set_that_broke_a_promise_or_showed_nothing_fails_the_gate(
     from lab.experiments.regress_compare import Figures, compare, failing
     from lab.experiments.regress_stats import BROKE, SHOWED_NOTHING
 
-    figures = Figures(verdicts={("sim", "steady/kestrel"): ["valid"], ("sim", "steady/ideal"): ["no evidence"],
-                                ("live", "steady/kestrel"): ["valid", "invalid", "no evidence", "valid"]})
+    figures = Figures(verdicts={"sim steady/kestrel": ["valid"], "sim steady/ideal": ["no evidence"],
+                                "live steady/kestrel": ["valid", "invalid", "no evidence", "valid"]})
     rows = compare(figures, {})
     assert {(r.design, r.world, r.status) for r in failing(rows)} == {("ideal", "sim", SHOWED_NOTHING),
                                                                        ("kestrel", "live", BROKE)}
-    assert not compare(Figures(verdicts={("sim", "steady/kestrel"): ["valid", "valid"]}), {})  # nothing to say
+    assert not compare(Figures(verdicts={"sim steady/kestrel": ["valid", "valid"]}), {})  # nothing to say
 
 
 # ----------------------------------------------------------------------------- the acceptance (live)

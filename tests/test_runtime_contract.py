@@ -245,7 +245,7 @@ def test_every_fault_a_world_names_it_applies_and_heals(tmp_path, world_name, ki
                           options={"syncJournal": "always", "timeout": 0.5})
     events = fault_events(read_samples(result.run_dir))
     assert [(e.event, e.kind) for e in events] == [("start", kind), ("heal", kind)]
-    assert result.verdict.verdict in ("valid", "allowed"), result.verdict.line()
+    assert result.verdict in ("valid", "allowed"), result.check.line()
 
 
 class _LineProtocol:

@@ -67,7 +67,8 @@ class Parts:
     - ``serve``: ``lab serve NAME``, its server as a process of its own (``serve(args)``,
       ``add_arguments(parser)``, ``PORTS``); without it the live world boots the design in
       the runner's process, and applies no process fault to it;
-    - ``load``: its Locust client for ``lab load`` (``lab.design.load``);
+    - ``load``: its Locust client for ``lab load``: a module that declares ``LOAD =
+      LoadPart(...)`` (``lab.design.load``);
     - ``mutants``: its planted bugs for ``lab mutants`` (``MUTANTS``);
     - ``bench``: ``lab bench NAME`` (``add_arguments``, ``run(args)``);
     - ``tools``: ``lab NAME TOOL ...`` (``add_arguments``, ``run(args)``);
@@ -143,6 +144,13 @@ class Backend(ABC):
     #: invisible to a get and to ``QueueClient.backlog`` alike, so the runner's final drain
     #: ends, empty or not, only after this long without a delivery.
     recovery_s: float = 0.0
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # a design built on another inherits none of its parts: each runs under its own name
+        # (`lab serve NAME` of the parent would start the parent), so a class declares its own
+        if "parts" not in cls.__dict__:
+            cls.parts = Parts()
 
     def __init__(self, world: World, options: Mapping[str, Any] | None = None):
         if world.kind not in self.worlds:

@@ -27,8 +27,8 @@ class Figures:
     sim: dict[str, dict[str, Any]] = field(default_factory=dict)
     live: dict[str, dict[str, Any]] = field(default_factory=dict)
     probes: list[dict[str, float]] = field(default_factory=list)  # the live rounds' probes, in order
-    #: (world, key) -> the verdict of each of its runs: the set has no fault, so each must be valid
-    verdicts: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    #: "world key" -> the verdict of each of its runs: the set has no fault, so each must be valid
+    verdicts: dict[str, list[str]] = field(default_factory=dict)
 
 
 ALPHA = 0.05  # a live change is significant below this one-sided p-value
@@ -143,7 +143,8 @@ def compare(figures: Figures, baseline: dict[str, Any]) -> list[Row]:
             j: Judgement = judge(normalised(old, [reference] * len(old), reference, m.worse),
                                  normalised(new, [speed] * len(new), reference, m.worse), m.worse, factor, ALPHA, gates)
             rows.append(Row(design, name, "live", m.name, j.baseline, j.now, j.ratio, j.p, j.status, gates))
-    for (world, k), verdicts in sorted(figures.verdicts.items()):
+    for world_key, verdicts in sorted(figures.verdicts.items()):
+        world, k = world_key.split(" ")
         name, design = k.split("/")
         judged = [v for v in verdicts if v != Verdict.VALID]  # the worst first: a broken promise, then no evidence
         worst = min(judged, key=lambda v: v != Verdict.INVALID, default=None)

@@ -163,11 +163,11 @@ def _draw_fault(rng: random.Random, kind: str, window: tuple[float, float], cast
 
 def design_servers(backend: str, options: Mapping[str, Any] | None = None) -> tuple[str, ...]:
     """The server nodes ``backend`` runs on with ``options``, as its Backend names them (on
-    a world of its own that never runs: a design names its nodes when it is made)."""
+    a sim world that never runs: a design names its nodes when it is made; one that does
+    not run in the sim world says so, as UnknownBackend)."""
     from lab.experiments.runner import world_class
 
-    design = backend_class(backend)
-    return tuple(design(world_class(design.worlds[0])(0), options).server_nodes)
+    return tuple(backend_class(backend)(world_class("sim")(0), options).server_nodes)
 
 
 def cast_of(backend: str, options: Mapping[str, Any] | None, workload: Mapping[str, Any]) -> Cast:
