@@ -10,8 +10,8 @@ world, the clients, the nemesis, the checker and the manifest read the spec; not
 downstream resolves a name, checks an option or reads a calibration file again.
 
 A run folder's manifest is the spec written out (``manifest``), with what the run found
-beside it; ``facts_from_manifest`` reads back what judging needs, so a judged run can be
-judged again from its folder alone, the design's promises included (``lab.judge.verdict``).
+beside it; ``lab.judge.verdict.RunFacts.from_manifest`` reads back what judging needs, so a
+judged run can be judged again from its folder alone, the design's promises included.
 """
 
 from __future__ import annotations
@@ -110,11 +110,6 @@ class RunSpec:
     @property
     def seed(self) -> int:
         return self.workload.seed
-
-    @property
-    def peer(self) -> bool:
-        """A real broker (``lab.design.peer.Peer``: its own binary), not a design of the lab's."""
-        return self.design.is_peer
 
     def facts(self, faults: frozenset[str]) -> RunFacts:
         """What the checker judges the run by, ``faults`` the kinds that started."""
