@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from lab.design import BadOption
 from lab.design.peer import MissingBinary
 from lab.experiments.runner import run
 from lab.peers.nats.driver import NatsPeer, server_version
-from lab.workloads.spec import load_workload, parse_workload
+from lab.workloads.spec import load_workload
 from tests.own_processes import own_mounts, own_processes
 
 ROOT = Path(__file__).resolve().parents[1]

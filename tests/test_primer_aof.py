@@ -287,18 +287,18 @@ def test_sim_a_torn_crash_keeps_every_synced_record_and_cuts_the_rest_cleanly():
         start, rt = sim_node(world)
 
         async def main(control):
-            await start()
-            aof = AofFile(RuntimeStore(rt(), "primer"), NAME)
+            await start()  # noqa: B023 (run within this iteration)
+            aof = AofFile(RuntimeStore(rt(), "primer"), NAME)  # noqa: B023 (run within this iteration)
             aof.recover()
             for r in puts(8):
                 aof.append(r)
             await aof.sync()
             for r in puts(8, start=8):
                 aof.append(r)
-            world.crash("n1", tear=True)
-            world.restart("n1")
+            world.crash("n1", tear=True)  # noqa: B023 (run within this iteration)
+            world.restart("n1")  # noqa: B023 (run within this iteration)
             await control.sleep(0.001)
-            store = RuntimeStore(rt(), "primer")
+            store = RuntimeStore(rt(), "primer")  # noqa: B023 (run within this iteration)
             again = AofFile(store, NAME)
             recovered = again.recover()
             size_after_recovery = again.size

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 import httpx
-import pytest
 
 from lab.backends.queuefka.core.broker import QueuefkaCore
 from lab.backends.queuefka.core.broker_api import Config

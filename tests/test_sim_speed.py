@@ -8,8 +8,6 @@ import random
 from collections import Counter
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 
 from lab.experiments.bench.checker import count_inversions  # the old per-stream check, now the benchmark's peer

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import pytest
 import simpy
-from simpy.events import NORMAL, URGENT
+from simpy.events import URGENT
 from simpy.events import Event as SimPyEvent
 
 from lab.design.runtime import Cancelled

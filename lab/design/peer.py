@@ -24,7 +24,7 @@ import shutil
 from abc import abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping, Sequence
+from typing import Callable, ClassVar, Mapping, Sequence
 
 from lab.design.backend import Backend
 from lab.design.runtime import Boot, Runtime

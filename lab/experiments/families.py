@@ -289,7 +289,7 @@ def answer(result: FamilyRun, latency: pd.DataFrame, throughput: pd.DataFrame) -
             going = gets.drop(stopped)
             kept = (going["fault"] / going["heal"].where(going["heal"] > 0)).dropna().sort_values()
             if len(kept):
-                lines.append(f"- **Deliveries per second, fault phase against healed phase**: "
+                lines.append("- **Deliveries per second, fault phase against healed phase**: "
                              + ("the lowest share " if len(kept) > 1 else "")
                              + f"{kept.index[0]}'s, {kept.iloc[0]:.0%} ({going.loc[kept.index[0], 'fault']:,.0f}/s "
                              f"against {going.loc[kept.index[0], 'heal']:,.0f}/s)"

@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator
 
 from lab.design.mutants import Mutant
 from lab.design.registry import REGISTRY, design_module, usable

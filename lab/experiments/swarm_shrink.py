@@ -58,7 +58,7 @@ class Shrinker:
             kept_any = False
             i = 0
             while i < len(self.best["faults"]):  # drop each fault
-                candidate = self._changed(lambda w: w["faults"].pop(i))
+                candidate = self._changed(lambda w: w["faults"].pop(i))  # noqa: B023 (_changed calls it at once)
                 if candidate is not None and (yield candidate):
                     kept_any = True
                 else:

@@ -26,7 +26,6 @@ import asyncio
 import json
 import multiprocessing
 import shutil
-import statistics
 import tempfile
 import time
 import warnings

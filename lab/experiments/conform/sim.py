@@ -6,7 +6,6 @@ are the runner's, the swarm's and the matrix's own functions, into the suite's f
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -135,7 +134,7 @@ def fault_matrix(target: Target) -> list[Line]:
     (allowed is what the design promises under the fault), no run that raises."""
     from lab.experiments.hunt import scenario_mapping
     from lab.experiments.runner import fault_refusal
-    from lab.experiments.swarm_worker import ERROR, in_worker, run_seed, seed_run
+    from lab.experiments.swarm_worker import ERROR, run_seed, seed_run
     from lab.workloads.spec import load_workload
 
     check = "sim: promises honest over a short fault matrix"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from lab.backends.primer.core.routing_tokens import COMPARISONS, KEYWORDS, ORDERING, VALUE_WORDS, RuleError, Token
 from lab.backends.primer.core.routing_tree import (NAME_RULE, Call, Compare, Contains, Field, In, JsonField, Literal,

@@ -18,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
-from lab.backends.queuefka.core.framing import HEADER, HEADER_SIZE, CorruptRecord, checksum
+from lab.backends.queuefka.core.framing import HEADER, HEADER_SIZE, checksum
 
 _U = np.uint32
 _P1, _P2, _P3, _P4, _P5 = (_U(p) for p in (2654435761, 2246822519, 3266489917, 668265263, 374761393))
