@@ -25,7 +25,7 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, fields
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 from lab.design.options import TIMEOUT, Checked, Option, check
 from lab.design.promises import Promises, total_queue
@@ -86,7 +86,8 @@ class Parts:
         """The module declared for ``part`` (one of ``PARTS``); None if the design has none."""
         if part not in PARTS:
             raise ValueError(f"no part {part!r} (the parts are {', '.join(PARTS)})")
-        return asdict(self)[part]
+        module: str | None = asdict(self)[part]  # every field of Parts is a module name or None
+        return module
 
     def declared(self) -> dict[str, str]:
         return {part: module for part, module in asdict(self).items() if module is not None}

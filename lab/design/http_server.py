@@ -258,7 +258,8 @@ class HttpServerConnection:
             self._parser = parser = httptools.HttpRequestParser(msg)
             if coding is not None or (length is not None and int(length) > 0):
                 url, msg.url, msg.headers = msg.url, b"", {}
-                parser.feed_data(b"PUT / HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n" if coding is not None
+                parser.feed_data(b"PUT / HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n"
+                                 if coding is not None or length is None  # (length is set where coding is not)
                                  else b"PUT / HTTP/1.1\r\ncontent-length: %d\r\n\r\n" % int(length))
                 msg.url, msg.headers, msg.complete = url, headers, False
         if not msg.complete:

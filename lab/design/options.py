@@ -75,7 +75,7 @@ def choice(*values: str) -> Callable[[Any], str]:
     def parse(value: Any) -> str:
         if isinstance(value, bool):  # the word the user wrote, where it is one of the choices
             value = next((word for word in _SWITCH_WORDS[value] if word in values), value)
-        if value not in values:
+        if not isinstance(value, str) or value not in values:
             raise ValueError("not one of the choices")
         return value
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from lab.design.backend import UnknownBackend
+from lab.design.backend import UnknownBackend as UnknownBackend  # re-exported: what backend_class raises
 
 if TYPE_CHECKING:
     from lab.design.backend import Backend
@@ -67,8 +67,9 @@ class Registration:
     def module(self) -> str:
         return self.backend.partition(":")[0] if ":" in self.backend else f"{self.package}.driver"
 
-    def load(self) -> type[Backend]:
-        """The Backend class; ImportError or AttributeError as the import raises them."""
+    def load(self) -> object:
+        """What the entry point names: the Backend class, or a plug-in's own Registration
+        (``backend_class`` checks which); ImportError or AttributeError as the import raises them."""
         attr = self.backend.rpartition(":")[2]
         return getattr(importlib.import_module(self.module), attr)
 

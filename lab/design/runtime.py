@@ -21,7 +21,7 @@ worlds raise it, so a core catches one name.
 from __future__ import annotations
 
 from asyncio import CancelledError
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Generator, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
     import random
@@ -68,7 +68,7 @@ class Task(Protocol):
 
     def cancel(self) -> None: ...
     def done(self) -> bool: ...
-    def __await__(self): ...
+    def __await__(self) -> Generator[Any, None, Any]: ...
 
 
 @runtime_checkable

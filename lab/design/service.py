@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
@@ -75,8 +76,11 @@ class ServiceTime:
                 raise ServiceModelError(f"service {name} must be a finite number >= 0, got {value!r}")
         if self.dist == "lognormal" and self.scale_ns <= 0:
             raise ServiceModelError("a lognormal service time needs a median > 0")
-        # lognormal's mu, once (not a field: equality and repr stay the parameters')
-        object.__setattr__(self, "_mu", math.log(self.scale_ns) if self.dist == "lognormal" else 0.0)
+
+    @cached_property
+    def _mu(self) -> float:
+        """Lognormal's mu, once (not a field: equality and repr stay the parameters')."""
+        return math.log(self.scale_ns) if self.dist == "lognormal" else 0.0
 
     def sample_ns(self, rng: "random.Random", nbytes: int = 0) -> int:
         if self.dist == "lognormal":

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from lab.design.runtime import Runtime
+from lab.design.runtime import File, Runtime
 
 
 class RuntimeFile:
     """A Runtime disk file shared by every user of the store (one handle per name)."""
 
-    def __init__(self, file: Any, store: "RuntimeStore", name: str):
+    def __init__(self, file: File, store: "RuntimeStore", name: str):
         self.file = file
         self.store = store
         self.name = name

@@ -46,7 +46,7 @@ import pyarrow.compute as pc
 
 from lab.judge import words
 from lab.judge.attribution import attribute, failed_operations
-from lab.judge.findings import Counts, Verdict, explanations_to_list
+from lab.judge.findings import Counts, Explanation, Verdict, explanations_to_list
 from lab.judge.order import Reordering, check_order
 from lab.history.record import mask, message_codes
 from lab.design.promises import FIFO_PER_CONSUMER, NO_ORDER, total_queue
@@ -64,7 +64,7 @@ class Check:
     reordering: Reordering
     examples: dict[str, list[str]] = field(default_factory=dict)
     #: each explanation -> how much of its anomaly's count it accounts for (``lab.judge.attribution``)
-    explained: dict = field(default_factory=dict)
+    explained: dict[Explanation, int] = field(default_factory=dict)
     #: the design, options, read mode and faults the counts are judged against (None: Jepsen's rule)
     facts: RunFacts | None = None
 

@@ -155,7 +155,8 @@ def timeline(samples: pa.Table, codes: np.ndarray, n: int, per_consumer: bool = 
 
 def _ticks_done(start: np.ndarray, latency: np.ndarray) -> np.ndarray:
     """When calls ended, in ticks: one that took time ended before its last nanosecond."""
-    return 2 * (start + latency) - (latency > 0)
+    ticks: np.ndarray = 2 * (start + latency) - (latency > 0)  # numpy's stubs type this Any
+    return ticks
 
 
 def _least(n: int, codes: np.ndarray, values: np.ndarray) -> np.ndarray:

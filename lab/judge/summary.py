@@ -12,12 +12,15 @@ tables and charts.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 import pyarrow as pa
 
 from lab.history.record import MEASURED_PHASES, LogHistogram, mask, message_codes
+
+if TYPE_CHECKING:
+    import pandas as pd  # a Spark summary's frame (pandas is the aggregate extra's)
 
 PERCENTILES = {"p50": 0.50, "p99": 0.99, "p999": 0.999}
 MEASURED = "measured"  # the key of the measured-phases rows, as lab.aggregate.histograms names them
@@ -104,7 +107,7 @@ def _end_to_end(columns: _Columns, phases: Iterable[str] | None) -> np.ndarray:
     rows, done = rows[order], done[order]
     _, first = np.unique(codes[rows], return_index=True)  # each message's first delivery
     rows, done = rows[first], done[first]
-    e2e = done - put_start[codes[rows]]
+    e2e: np.ndarray = done - put_start[codes[rows]]  # numpy's stubs type this Any
     if phases is not None:
         e2e = e2e[columns.phase_in(phases)[rows]]
     return e2e
@@ -160,7 +163,7 @@ def format_table(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def format_spark_summary(summary) -> str:
+def format_spark_summary(summary: pd.DataFrame) -> str:
     """The phase="measured" rows of a Spark summary, for people, under a line naming the phases."""
     rows = summary[summary["phase"] == MEASURED]
     header = f"{'run':<44}{'op':<6}{'count':>9}{'ok':>9}{'tput p50':>10}{'p50':>10}{'p99':>10}{'p99.9':>10}{'p99.99':>10}"
