@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: compare test test-slow regress lab java browser brokers clean doctor docs figures
+.PHONY: compare test test-slow lint regress lab java browser brokers clean doctor docs figures
 
 compare: $(STAMP) java
 	$(BIN)/lab compare
@@ -18,6 +18,12 @@ TEST_WORKERS ?= 4
 
 test: $(STAMP) java browser brokers
 	$(BIN)/python -m pytest -m "not slow" -n $(TEST_WORKERS) --dist loadgroup
+
+# The linter and the type checker alone (pyproject.toml's [tool.ruff] and [tool.mypy]); make test
+# runs both too, as tests (tests/test_lint.py, tests/test_types.py).
+lint: $(STAMP)
+	$(BIN)/ruff check lab models loadgen tests
+	$(BIN)/mypy
 
 # Tests marked quiet compare live timings taken minutes apart (the regression gate's
 # acceptance): beside other workers' bursts of load they measure the neighbours, so they run
