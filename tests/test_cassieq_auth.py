@@ -483,7 +483,9 @@ def test_create_queue_and_errors():
 
 
 def test_signed_client_signs_what_the_server_checks():
-    clock = lambda: NOW / 1000 + 0.25
+    def clock() -> float:
+        return NOW / 1000 + 0.25
+
     with CassieqClient(BASE, ACCOUNT, SECONDARY, scheme="signed", clock=clock, transport=recorder(204)) as client:
         client.get("q1")
     request = SENT[0]
@@ -510,7 +512,8 @@ def test_query_client_appends_the_claims_verbatim():
 
 
 def test_async_client_builds_the_same_requests():
-    clock = lambda: NOW / 1000
+    def clock() -> float:
+        return NOW / 1000
 
     async def main():
         async with AsyncCassieqClient(BASE, ACCOUNT, PRIMARY, scheme="signed", clock=clock,

@@ -473,7 +473,7 @@ def test_processes_claiming_monotons_never_share_one(shared_url: str) -> None:
 # -- URLs --------------------------------------------------------------------------------------
 
 
-def test_open_store_by_url(tmp_path, pg_url: str) -> None:
+def test_open_store_by_url(tmp_path, pg_url: str) -> None:  # noqa: F811 (fixture)
     assert isinstance(open_store("memory:"), MemoryStore)
     for url in (f"sqlite:///{tmp_path / 'a.db'}", str(tmp_path / "b.db")):
         store = open_store(url)
@@ -505,7 +505,7 @@ def test_an_unreachable_store_is_a_store_error(tmp_path) -> None:
     nobody.close()
 
 
-def test_postgres_reconnects_after_the_server_drops_the_connection(pg_server: str, pg_url: str) -> None:
+def test_postgres_reconnects_after_the_server_drops_the_connection(pg_server: str, pg_url: str) -> None:  # noqa: F811 (fixture)
     async def body() -> None:
         store = open_store(pg_url)
         try:

@@ -227,7 +227,7 @@ def test_the_live_world_kills_a_kestrel_server_empties_its_data_dir_and_restarts
         while True:  # the restart returns at once; the server is ready when a put goes in
             try:
                 fresh = KestrelMemcacheClient(("127.0.0.1", proc.port), timeout=1)
-                if await loop.run_in_executor(None, lambda: fresh.put("jobs", b"after")):  # noqa: B023 (awaited at once)
+                if await loop.run_in_executor(None, lambda: fresh.put("jobs", b"after")):  # noqa: B023 (awaited here)
                     break
             except Exception:
                 if time.monotonic() > deadline:

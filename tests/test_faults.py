@@ -26,6 +26,7 @@ from models.world import SimWorld
 
 MS = 1_000_000
 SERVERS = ("s0", "s1", "s2", "s3", "s4")
+SERVER_CAST = Cast(SERVERS)
 
 
 def partition(**fields):
@@ -39,7 +40,7 @@ def world_with(nodes=SERVERS, **config) -> SimWorld:
     return world
 
 
-def cut_by(fault, cast=Cast(SERVERS), seed=1) -> set[tuple[str, str]]:
+def cut_by(fault, cast=SERVER_CAST, seed=1) -> set[tuple[str, str]]:
     """The links ``fault`` blocks in a sim world, checked to be unblocked again by its heal."""
     world = world_with(cast.all)
     placement = fault.place(cast, random.Random(seed))

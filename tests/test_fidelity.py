@@ -32,6 +32,7 @@ def test_fidelity_runs_both_worlds_and_holds_each_row_to_the_goal(tmp_path, cali
     saved = json.loads((tmp_path / "fid" / "fidelity.json").read_text())
     assert (tmp_path / "fid" / "fidelity.png").stat().st_size > 10_000
     for point, row in zip(table.points, saved["points"]):
+        assert row["name"] == point.name
         for world in ("live", "sim"):
             manifest = json.loads((Path(row["runs"][world]) / "manifest.json").read_text())
             assert manifest["world"] == world

@@ -67,7 +67,7 @@ def test_a_server_process_pauses_and_restarts_on_the_same_port_with_its_data(tmp
         client = KestrelMemcacheClient(("127.0.0.1", port), timeout=0.3)
         assert client.put("jobs", b"one")
         server.pause()
-        with pytest.raises(Exception):  # stopped: the request is not answered in time
+        with pytest.raises(TimeoutError):  # stopped: the request is not answered in time
             client.take("jobs")
         server.resume()
         client = KestrelMemcacheClient(("127.0.0.1", port), timeout=2)

@@ -269,8 +269,8 @@ def test_the_phase_figure_puts_each_phase_of_a_design_in_its_slot_and_shades_the
                 "p50_ns": (5e6 if phase == "fault" else 1e6) * k, "p99_ns": (2e9 if phase == "fault" else 4e6) * k}
                for k, label in enumerate(("kestrel a", "queuefka"), start=1) for op in ("put", "e2e")
                for phase in ("steady", "fault", "heal")]
-    throughput = [{"label": l["label"], "design": l["design"], "op": "get", "phase": l["phase"],
-                   "ops_per_s": 100.0 if l["phase"] == "fault" else 300.0} for l in latency if l["op"] == "put"]
+    throughput = [{"label": row["label"], "design": row["design"], "op": "get", "phase": row["phase"],
+                   "ops_per_s": 100.0 if row["phase"] == "fault" else 300.0} for row in latency if row["op"] == "put"]
     fig = phase_figure(latency, throughput, title="t")
     put, e2e, gets = fig.axes
     assert [t.get_text() for t in gets.get_xticklabels()] == ["kestrel a", "queuefka"]

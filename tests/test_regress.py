@@ -167,7 +167,7 @@ def test_sim_figures_compared_exactly(capsys, tmp_path, spark):
     baseline.write_text(json.dumps(data))
     code, out = gate(capsys, *narrow, "--out", tmp_path / "o3")
     assert code == 1
-    line = next(l for l in out.splitlines() if "put.p99_ns" in l)
+    line = next(ln for ln in out.splitlines() if "put.p99_ns" in ln)
     assert "ideal" in line and "sim" in line and line.rstrip().endswith("changed")
     assert "--update --reason" in out
     saved = json.loads((tmp_path / "o3" / "regress.json").read_text())
@@ -223,10 +223,10 @@ def test_gate_fails_on_an_injected_slowdown_and_passes_twice_unchanged(capsys, t
     monkeypatch.setenv(ENV, "kestrel:2")
     code, out = gate(capsys, *narrow, "--out", tmp_path / "slow")
     assert code == 1, out
-    table = [l for l in out.splitlines() if " live " in l and not l.startswith(("FAIL", "REGRESSED"))]
-    regressed = [l for l in table if l.rstrip().endswith("REGRESSED")]
-    assert regressed and all(l.startswith("kestrel") for l in regressed), out
-    assert any("steady" in l and "put p50" in l for l in regressed), out
+    table = [ln for ln in out.splitlines() if " live " in ln and not ln.startswith(("FAIL", "REGRESSED"))]
+    regressed = [ln for ln in table if ln.rstrip().endswith("REGRESSED")]
+    assert regressed and all(ln.startswith("kestrel") for ln in regressed), out
+    assert any("steady" in ln and "put p50" in ln for ln in regressed), out
     saved = json.loads((tmp_path / "slow" / "regress.json").read_text())
     put = next(r for r in saved["rows"] if r["metric"] == "put p50")
     assert put["ratio"] >= 1.5 and put["p"] < 0.05

@@ -281,7 +281,10 @@ def test_a_gc_pause_completes_nothing_on_the_paused_node_and_lasts_its_drawn_len
         gap = 2e9 / w.rate  # ns between one producer's sends
         for pause in placed.pauses:
             start, end = t0 + round(pause.start * 1e9), t0 + round((pause.start + pause.length) * 1e9)
-            inside = lambda t: (t > start + US) & (t < end - US)  # noqa: E731
+
+            def inside(t, start=start, end=end):  # this pause's window, bound here
+                return (t > start + US) & (t < end - US)
+
             if pause.node == "kestrel":
                 if w is scenario:  # (a reply that reached a paused client before the server paused ends later)
                     done = ops[inside(ends(ops)) & (ops.outcome == "ok") & (ends(ops) > start + 1_000 * US)]

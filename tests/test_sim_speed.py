@@ -45,7 +45,7 @@ def plain_counts(ops):
 def test_the_vectorised_checker_counts_as_counters_do(seed):
     rng = random.Random(seed)
     ops = []
-    for i in range(300):
+    for _ in range(300):
         kind = rng.choice(["put", "put", "get", "get", "release"])
         msg = f"p{rng.randrange(3)}:{rng.randrange(40)}" if kind == "put" or rng.random() > 0.05 else "?feed"
         if kind == "get" and rng.random() < 0.1:

@@ -119,7 +119,7 @@ class QueueClient(ABC):
         says so here."""
         return None
 
-    async def close(self) -> None:
+    async def close(self) -> None:  # noqa: B027 (a default hook: a client with nothing to close keeps it)
         pass
 
 
@@ -226,7 +226,7 @@ class Backend(ABC):
         for node in self.server_nodes:
             await self.world.start_server(self.server(node))
 
-    async def prepare(self, queues: Sequence[str]) -> None:
+    async def prepare(self, queues: Sequence[str]) -> None:  # noqa: B027 (a default hook, empty on purpose)
         """Create what the run's ``queues`` need before the load begins (OpenMessaging
         Benchmark's "create the topics"); a design whose queues appear on first use needs
         nothing here."""

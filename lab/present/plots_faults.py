@@ -179,7 +179,8 @@ def phase_figure(latency: Sequence[Mapping], throughput: Sequence[Mapping], *, o
         ax.set_title(f"{op} throughput per phase", fontsize=9)
     for ax in axes:
         if "fault" in phases:
-            fault_bands(ax, [(x(l, "fault") - width / 2, x(l, "fault") + width / 2, "") for l in labels], label=False)
+            fault_bands(ax, [(x(name, "fault") - width / 2, x(name, "fault") + width / 2, "") for name in labels],
+                        label=False)
         ax.grid(True, axis="y", alpha=0.3)
     axes[-1].set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=8)
     from matplotlib.lines import Line2D

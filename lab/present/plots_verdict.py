@@ -28,7 +28,7 @@ def verdict_grid(ax, cells: Mapping[tuple[str, str], tuple[str, str]], title: st
 
     columns = list(dict.fromkeys(c for _, c in cells))
     labels = list(dict.fromkeys(r for r, _ in cells))
-    grid = [[VERDICT_LEVEL[cells[(l, c)][0]] if (l, c) in cells else math.nan for c in columns] for l in labels]
+    grid = [[VERDICT_LEVEL[cells[(r, c)][0]] if (r, c) in cells else math.nan for c in columns] for r in labels]
     ax.imshow(grid, cmap=ListedColormap(list(VERDICT_COLOURS.values())), vmin=0, vmax=len(VERDICT_COLOURS) - 1,
               aspect="auto")
     for i, label in enumerate(labels):

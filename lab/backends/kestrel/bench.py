@@ -136,7 +136,7 @@ class Memcached:
             except OSError:
                 if time.monotonic() > deadline or self.proc.poll() is not None:
                     self.proc.kill()
-                    raise RuntimeError(f"memcached did not start: {self.proc.stderr.read().strip()}")
+                    raise RuntimeError(f"memcached did not start: {self.proc.stderr.read().strip()}") from None
                 time.sleep(0.05)
 
     def stop(self) -> None:
@@ -220,9 +220,9 @@ def crash_cycles(cycles: int, seed: int = 1, min_stored: int = 200) -> dict:
 
             def producer() -> None:
                 nonlocal seq
-                client = KestrelMemcacheClient(("127.0.0.1", server.port), timeout=2)  # noqa: B023 (the thread is joined within this cycle)
+                client = KestrelMemcacheClient(("127.0.0.1", server.port), timeout=2)  # noqa: B023 (joined in this cycle)
                 try:
-                    while not stop.is_set():  # noqa: B023 (the thread is joined within this cycle)
+                    while not stop.is_set():  # noqa: B023 (joined in this cycle)
                         seq += 1
                         item = b"item-%d" % seq
                         if client.put("crash", item):
@@ -231,19 +231,19 @@ def crash_cycles(cycles: int, seed: int = 1, min_stored: int = 200) -> dict:
                     pass  # the server died mid-request: that put's outcome is unknown
 
             def consumer() -> None:
-                client = KestrelMemcacheClient(("127.0.0.1", server.port), timeout=2)  # noqa: B023 (the thread is joined within this cycle)
+                client = KestrelMemcacheClient(("127.0.0.1", server.port), timeout=2)  # noqa: B023 (joined in this cycle)
                 try:
-                    while not stop.is_set():  # noqa: B023 (the thread is joined within this cycle)
+                    while not stop.is_set():  # noqa: B023 (joined in this cycle)
                         item = client.take("crash", timeout_ms=50, open=True)
                         if item is None:
                             continue
-                        opened_now.add(item)  # noqa: B023 (the thread is joined within this cycle)
+                        opened_now.add(item)  # noqa: B023 (joined in this cycle)
                         time.sleep(0.002)  # "processing": a kill often lands while a read is open
                         in_doubt.add(item)
                         client.confirm("crash")
                         confirmed.add(item)
                         in_doubt.discard(item)
-                        opened_now.discard(item)  # noqa: B023 (the thread is joined within this cycle)
+                        opened_now.discard(item)  # noqa: B023 (joined in this cycle)
                 except Exception:
                     pass
 

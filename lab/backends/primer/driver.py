@@ -192,7 +192,7 @@ class PrimerBackend(Backend):
         try:
             while rt.now() < deadline:
                 formed = True
-                for node, conn in conns.items():
+                for conn in conns.values():
                     try:
                         reply = await conn.exchange(encode_request("GET", "/cluster", "primer"), ResponseReader("GET"),
                                                     self.options["timeout"])

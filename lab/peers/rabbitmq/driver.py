@@ -188,7 +188,7 @@ class RabbitmqClient(QueueClient):
         except asyncio.TimeoutError:
             if self.channel is None or self.channel.is_closed or self.connection.is_closed:  # it broke meanwhile
                 await self._drop()
-                raise Unreachable(f"rabbitmq: the channel consuming {queue} closed")
+                raise Unreachable(f"rabbitmq: the channel consuming {queue} closed") from None
             return None
         return Delivery(queue, message.body, (self.generation, message))
 

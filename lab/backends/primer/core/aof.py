@@ -68,7 +68,7 @@ class AofFile:
         size = self._handle.size()
         records: list[Record] = []
         try:
-            for offset, item in scan(self._handle.read, size):
+            for _offset, item in scan(self._handle.read, size):
                 if isinstance(item, TornTail):
                     self._handle.truncate(item.offset)
                     self.torn_bytes += item.size

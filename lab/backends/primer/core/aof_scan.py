@@ -55,7 +55,7 @@ def scan(read: Callable[[int, int], bytes], size: int) -> Iterator[tuple[int, Re
                 # A crash leaves a prefix of one record; a whole record inside the "tail"
                 # means the length field is damaged, and cutting would lose good records.
                 raise Corrupt(pos, f"record length {e.needed and e.needed - PREFIX.size} runs past the end "
-                                   f"of the file, over later whole records")
+                                   f"of the file, over later whole records") from None
             yield pos, TornTail(pos, size - pos)
             return
         except Corrupt as e:

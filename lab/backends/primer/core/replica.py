@@ -153,9 +153,9 @@ class Replica:
             try:
                 await self.rt.net.call(message.chain[0], StoreCopy(copy, message.chain[1:]),
                                        self.config.timeout * len(message.chain))
-            except (CallTimeout, Unreachable, RemoteError):
+            except (CallTimeout, Unreachable, RemoteError) as e:
                 self.drop(copy.queue, copy.id)
-                raise Unavailable(f"{self.name}: the chain broke after this node")
+                raise Unavailable(f"{self.name}: the chain broke after this node") from e
         await self.settle(copy.queue)
         return True
 
