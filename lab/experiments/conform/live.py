@@ -134,7 +134,7 @@ async def _checks(target: Target, world: Any) -> list[Line]:
                                 f"{len(acked)}/{MESSAGES} puts acknowledged")]
 
     sent = 0
-    for node, named in ports.items():
+    for named in ports.values():
         for number in named.values():
             for payload in garbage():
                 await _send(number, payload)
