@@ -9,6 +9,7 @@ from __future__ import annotations
 from heapq import heappush
 from typing import Any, Callable
 
+from simpy.core import SimTime
 from simpy.events import NORMAL
 from simpy.events import Event as SimPyEvent
 
@@ -31,7 +32,7 @@ class Await:
 
     __slots__ = ("event",)
 
-    def __init__(self, event: SimPyEvent):
+    def __init__(self, event: SimPyEvent | Due):
         self.event = event
 
     def __await__(self):
@@ -49,7 +50,7 @@ class Due:
 
     __slots__ = ("callbacks", "_ok", "_value")
 
-    def __init__(self, env: Any, delay: int, value: Any = None, callback: Callable[[Any], None] | None = None):
+    def __init__(self, env: Any, delay: SimTime, value: Any = None, callback: Callable[[Any], None] | None = None):
         self.callbacks: list | None = [callback] if callback is not None else []
         self._ok = True
         self._value = value

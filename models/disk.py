@@ -17,6 +17,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 import simpy
+from simpy.core import SimTime
 
 from lab.design.runtime import NodeDown
 from lab.worlds.shared import checked_relative
@@ -48,7 +49,7 @@ class SimDiskStore:
         self.model = model
         self.rng = rng
         self.files: dict[str, _FileData] = {}
-        self.busy_until = 0
+        self.busy_until: SimTime = 0  # on SimPy's clock
         self.extra_delay_ns = 0  # what "disk-delay" faults add to every fsync, in total
         self.fsyncs = 0
 

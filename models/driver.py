@@ -50,8 +50,10 @@ class Incarnation(Protocol):
 
     env: simpy.Environment
     alive: bool
-    state: Gate
     processes: dict[Any, None]  # its live drives
+
+    @property
+    def state(self) -> Gate: ...  # read-only here: the node's own state type fills it in
 
 
 _START, _WAIT, _GATE = 0, 1, 2  # where a drive stands: not begun, waiting on an event, at the pause gate
@@ -121,7 +123,7 @@ class Drive(SimPyEvent):
     def _step(self, event: Any, interrupt: Any) -> None:
         # Process._resume marks the process active (env.active_process) while it steps
         env = self.env
-        env._active_proc = self
+        env._active_proc = self  # type: ignore[assignment]  # a drive stands in for the Process SimPy's stubs name
         try:
             self._advance(event, interrupt)
         finally:
@@ -155,8 +157,10 @@ class Drive(SimPyEvent):
             if node.paused:  # the pause gate: nothing of a paused node resumes
                 self.held = (value, error)
                 self.mode = _GATE
-                self._target = node.resumed
-                node.resumed.callbacks.append(self.resume)
+                resumed = node.resumed
+                assert resumed is not None  # set with paused (SimWorld.pause)
+                self._target = resumed
+                resumed.callbacks.append(self.resume)
                 return
             try:
                 if error is None:

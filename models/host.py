@@ -4,7 +4,8 @@ A node's disk (``models.disk``), its network port and the network (``models.netw
 its byte streams (``models.streams``) are written against these protocols, and the
 runtime and the world (``models.runtime``, ``models.world``) fill them in, so arrows go one
 way: world → runtime → network → streams → host. Each protocol lists only what those rooms
-read.
+read; a member they read and never set is a read-only property, so the world's own types
+(a ``SimNetPort`` for a ``NetPort``) fill it in.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ class NodeRuntime(Protocol):
     alive: bool  # False once this incarnation crashed: its disk and sends are refused
     env: simpy.Environment
     cpu: NodeCpu | None  # the node's CPU (None: no CPU model)
-    net: NetPort
+
+    @property
+    def net(self) -> NetPort: ...  # read-only here: a runtime's own port type fills it in
 
     def start(self, coro: Coroutine, name: str = "") -> SimTask | None:
         """Run ``coro`` at once up to its first wait (a message's arrival); the task that
@@ -40,11 +43,15 @@ class NetPort(Protocol):
     delivers to it and a stream connection sends through it."""
 
     rt: NodeRuntime
-    network: Network
     handler: Handler | None
     pending: dict[int, Any]  # request id -> the SimPy event its reply succeeds
-    streams: Listeners
     connections: dict[str, Any]  # this node's open client connections (``models.streams.SimConnection``)
+
+    @property
+    def network(self) -> Network: ...
+
+    @property
+    def streams(self) -> Listeners: ...
 
     def answer(self, handler: Handler, source: str, kind: str, request_id: int, payload: Any) -> Coroutine:
         ...
@@ -88,7 +95,9 @@ class HostNode(Protocol):
     """A node across its incarnations (``models.world.SimNode``), as the network delivers to it."""
 
     up: bool
-    runtime: NodeRuntime
+
+    @property
+    def runtime(self) -> NodeRuntime: ...
 
 
 class SimHost(Protocol):
@@ -96,9 +105,11 @@ class SimHost(Protocol):
 
     env: simpy.Environment
     deadlines: Deadlines  # the timeouts of calls and exchanges
-    nodes: Mapping[str, HostNode]
     client_cpu: NodeCpu | None  # the load generator's process (latency: calibrated)
     server_names: set[str]  # nodes started as a design's servers; the rest are clients
+
+    @property
+    def nodes(self) -> Mapping[str, HostNode]: ...
 
 
 class NetConfig(Protocol):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from lab.design.service import lognormal
@@ -42,8 +43,11 @@ class LatencyModel:
                 raise ValueError(f"latency {name} must be a number >= 0, got {value!r}")
         if self.dist == "uniform" and self.high_ms < self.low_ms:
             raise ValueError("latency high_ms must be >= low_ms")
-        # lognormal's mu, once (not a field: equality and repr stay the parameters')
-        object.__setattr__(self, "_mu", math.log(self.ms) if self.dist == "lognormal" and self.ms > 0 else 0.0)
+
+    @cached_property
+    def _mu(self) -> float:
+        """Lognormal's mu, once (not a field: equality and repr stay the parameters')."""
+        return math.log(self.ms) if self.dist == "lognormal" and self.ms > 0 else 0.0
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any]) -> "LatencyModel":

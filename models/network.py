@@ -28,6 +28,8 @@ import random
 from collections import Counter
 from typing import Any, Coroutine, Iterable
 
+from simpy.core import SimTime
+
 from lab.design.runtime import Accept, CallTimeout, Handler, RemoteError, Unreachable
 from lab.design.service import message_bytes, message_kind
 from models.awaitables import Await, Due, to_ns
@@ -56,7 +58,7 @@ class SimNetwork:
         self.link_delay: dict[tuple[str, str], list[tuple[int, int]]] = {}  # (extra ns, jitter ns)
         self.dropped: Counter[str] = Counter()
         self.delivered = 0
-        self._last_arrival: dict[tuple[str, str], int] = {}
+        self._last_arrival: dict[tuple[str, str], SimTime] = {}
         self._ids = itertools.count(1)
 
     # ---------------------------------------------------------------- faults

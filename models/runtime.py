@@ -15,12 +15,12 @@ The runtime reads the world and the node it belongs to through the small protoco
 from __future__ import annotations
 
 import random
-from typing import Awaitable, Coroutine, Protocol, TypeVar
+from typing import Awaitable, Coroutine, Protocol, TypeVar, cast
 
 import simpy
 from simpy.events import Event as SimPyEvent
 
-from lab.design.runtime import NodeDown
+from lab.design.runtime import Event, NodeDown
 from lab.design.service import ServiceModel
 from lab.worlds.shared import as_coroutine, node_random
 from models.awaitables import NS, Await, to_ns
@@ -53,6 +53,7 @@ class NodeState(Protocol):
     resumed: SimPyEvent | None  # ... until this fires
     service: ServiceModel | None  # the CPU's service times (None: no CPU model)
     cores: int
+    late_writes: list[tuple[float, float, float]]  # (late_p, late_s, ghost_p) of the late-writes faults in force
 
 
 class SimRuntime:
@@ -83,7 +84,7 @@ class SimRuntime:
         return self.env.now / NS
 
     def now_ns(self) -> int:
-        return self.env.now
+        return cast(int, self.env.now)  # SimPy types its clock int | float; the sim world's is integer ns
 
     def sleep(self, seconds: float) -> Await:
         return Await(self.env.timeout(to_ns(seconds)))
@@ -99,13 +100,15 @@ class SimRuntime:
     def event(self) -> SimEvent:
         return SimEvent(self.env)
 
-    async def wait(self, event: SimEvent, timeout: float | None) -> bool:
+    async def wait(self, event: Event, timeout: float | None) -> bool:
         if event.is_set():
             return True
         if timeout is None:
             await event.wait()
             return True
-        return await Await(self.first_of(event._event, to_ns(timeout)))
+        # a core waits on the events its runtime made (``event()``): here, SimEvents; the
+        # Runtime port does not tie its events' type to the runtime's
+        return await Await(self.first_of(cast(SimEvent, event)._event, to_ns(timeout)))
 
     def first_of(self, event: SimPyEvent, timeout_ns: int) -> SimPyEvent:
         """An event that succeeds with True when ``event`` fires, or False at the timeout.

@@ -81,6 +81,7 @@ _SENT = _Sent()
 
 class _Accepted:
     __slots__ = ("conn", "running", "closed", "client", "seq", "owner", "nbytes", "transport", "send")
+    send: Callable[[bytes], _Sent]  # the connection's one send, set by ``SimListeners._accept``
 
     def __init__(self, conn: ServerConnection):
         self.conn = conn
@@ -227,11 +228,10 @@ class SimConnection:
         world = net.network.world
         if self.node not in world.nodes:
             raise Unreachable(f"{net.rt.node}: no node called {self.node!r}")
-        if self.conn is None:
-            self._open()
+        conn = self.conn if self.conn is not None else self._open()
         waiter = self.waiter = net.rt.env.event()
         self.receive = receive
-        net.send(self.node, StreamData(self.port, self.conn, data))
+        net.send(self.node, StreamData(self.port, conn, data))
         if self.unread:  # what came past the last reply is read first, as from a socket
             unread, self.unread = self.unread, []
             for chunk in unread:
@@ -302,10 +302,11 @@ class SimConnection:
         if waiter is not None and not waiter.triggered:
             waiter.succeed(outcome)
 
-    def _open(self) -> None:
+    def _open(self) -> str:
         self.conn = self.net.new_connection_id()
         self.net.connections[self.conn] = self
         self.expected = 0
+        return self.conn
 
     def _forget(self) -> None:
         """The connection is gone: its frames still on the wire are dropped."""

@@ -10,7 +10,7 @@ and the streams, which all make or read tasks and deadlines.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from typing import Any, cast
 
 import simpy
 from simpy.events import Event as SimPyEvent
@@ -102,7 +102,7 @@ class Deadlines:
         self.env.timeout(delay_ns, delay_ns).callbacks.append(self._expire)
 
     def _expire(self, timer: SimPyEvent) -> None:
-        delay = timer.value
+        delay = cast(int, timer.value)  # the timer's value is its delay (add, below); SimPy types it Any | None
         queue = self.queues[delay]
         now = self.env.now
         while queue and (queue[0][0] <= now or queue[0][1].triggered):

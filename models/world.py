@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, TypeVar
 
 import simpy
-from simpy.core import URGENT
+from simpy.core import URGENT, SimTime
 from simpy.events import Event as SimPyEvent
 
 from lab.design.runtime import Boot
@@ -47,7 +47,7 @@ T = TypeVar("T")
 SIM_EPOCH_NS = 1_700_000_000 * NS
 
 
-def run_events(env: simpy.Environment, until: SimPyEvent | None = None, at: int | None = None) -> None:
+def run_events(env: simpy.Environment, until: SimPyEvent | None = None, at: SimTime | None = None) -> None:
     """``env.run(until)``'s loop, inlined: process events in SimPy's order (time, priority,
     id) until ``until`` has been processed, the clock would pass ``at``, or none is left.
 
@@ -80,7 +80,8 @@ def run_events(env: simpy.Environment, until: SimPyEvent | None = None, at: int 
         env.schedule(mark, URGENT, at - env._now)
     while queue and not stop[0]:
         env._now, _, _, event = pop(queue)
-        callbacks, event.callbacks = event.callbacks, None
+        # None marks the event processed, as SimPy's own step does; SimPy's stubs type callbacks a list
+        callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
         for callback in callbacks:
             callback(event)
         if not event._ok and not hasattr(event, "_defused"):  # a failed event nobody handled: as step()
@@ -225,6 +226,7 @@ class SimWorld:
         node = self.nodes[name]
         node.pauses = max(0, node.pauses - 1)
         if node.paused and node.pauses == 0:
+            assert node.resumed is not None  # set with paused (pause)
             node.paused = False
             node.resumed.succeed()
 
@@ -247,6 +249,7 @@ class SimWorld:
         node.up = False
         node.runtime.kill()
         if node.paused:  # a crash ends every pause: the next incarnation starts running
+            assert node.resumed is not None  # set with paused (pause)
             node.pauses = 0
             node.paused = False
             node.resumed.succeed()

@@ -200,12 +200,18 @@ class Network(Protocol):
 
 @runtime_checkable
 class Runtime(Protocol):
-    """Everything a core may do that touches time, randomness, disk or network."""
+    """Everything a core may do that touches time, randomness, disk or network. A core
+    reads its node's name, random source, disk and network and never replaces them, so
+    they are read-only here, and each world's own types fill them in."""
 
-    node: str
-    random: random.Random
-    disk: Disk
-    net: Network
+    @property
+    def node(self) -> str: ...
+    @property
+    def random(self) -> random.Random: ...
+    @property
+    def disk(self) -> Disk: ...
+    @property
+    def net(self) -> Network: ...
 
     def now(self) -> float: ...
     def now_ns(self) -> int: ...
