@@ -31,7 +31,8 @@ def plain_counts(ops):
     """Jepsen's total-queue counts with Counters, as the checker defined them first."""
     attempts = Counter(m for op, _, m, _, *_ in ops if op == "put")
     enqueued = Counter(m for op, _, m, outcome, *_ in ops if op == "put" and outcome == "ok")
-    released = Counter(m for op, _, m, _, *_ in ops if op == "release")
+    # a release hands its delivery back unless it certainly did not happen (fail)
+    released = Counter(m for op, _, m, outcome, *_ in ops if op == "release" and outcome != "fail")
     dequeued = Counter(m for op, _, m, outcome, *_ in ops if op == "get" and outcome == "ok" and m) - released
     ok = dequeued & attempts
     unexpected = Counter({v: n for v, n in dequeued.items() if v not in attempts})
