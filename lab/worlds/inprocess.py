@@ -32,7 +32,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, Callable, Generator, Iterable, TypeVar
 
 from lab.worlds.live.runtime import LiveRuntime
 from lab.design.runtime import (Accept, CallTimeout, Handler, ProtocolDrop, RemoteError, ServerConnection,
@@ -86,7 +86,7 @@ class _Metered:
         if parent is not None:
             parent.nested_ns += dt
 
-    def __await__(self):
+    def __await__(self) -> Generator[Any, Any, Any]:
         coro, stack, clock = self.coro, self.meter.stack, time.thread_time_ns
         value: Any = None
         error: BaseException | None = None
@@ -183,8 +183,11 @@ class InProcessWorld:
     def __init__(self, meter: Meter, seed: int = 0, root: str | Path | None = None):
         self.seed = seed
         self.meter = meter
-        self._tmp = None if root is not None else tempfile.TemporaryDirectory(prefix="queue-lab-calibrate-")
-        self.root = Path(root if root is not None else self._tmp.name)
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if root is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="queue-lab-calibrate-")
+            root = self._tmp.name
+        self.root = Path(root)
         self.disk_roots: dict[str, Path] = {}
         self.addresses: dict[str, tuple[str, int]] = {}  # LiveNet's book: unused here
         self.nodes: dict[str, LiveRuntime] = {}

@@ -61,7 +61,7 @@ def install() -> dict[int, Any]:
     (for ``restore``), none off the main thread (where no handler can be set)."""
     if threading.current_thread() is not threading.main_thread():
         return {}
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous: dict[int, Any] = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     signal.signal(signal.SIGTERM, _on_term)
     return previous
 
@@ -179,7 +179,7 @@ def _release_multiprocessing_helpers() -> None:
     helpers = (("multiprocessing.forkserver", "_forkserver", "_forkserver_alive_fd"),
                ("multiprocessing.resource_tracker", "_resource_tracker", "_fd"))
     for module, name, fd_attribute in helpers:
-        helper = getattr(sys.modules.get(module), name, None)
+        helper: Any = getattr(sys.modules.get(module), name, None)  # a private object of multiprocessing
         fd = getattr(helper, fd_attribute, None)
         if fd is None:
             continue
@@ -210,7 +210,7 @@ def worker_init(then: Callable[[], None] | None = None) -> None:
         # A forkserver's child inherits the pipe end whose closing tells the forkserver that the lab
         # has ended; held here, the forkserver (our parent) would outlive a killed lab, and so would
         # we. This worker starts no process through the forkserver: let the lab's end reach it.
-        forkserver = getattr(sys.modules.get("multiprocessing.forkserver"), "_forkserver", None)
+        forkserver: Any = getattr(sys.modules.get("multiprocessing.forkserver"), "_forkserver", None)
         if getattr(forkserver, "_forkserver_alive_fd", None) is not None:
             fd, forkserver._forkserver_alive_fd = forkserver._forkserver_alive_fd, None
             os.close(fd)

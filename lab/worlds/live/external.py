@@ -23,7 +23,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from lab.design.peer import Launch, Place
 from lab.worlds.live.processes import STOP_TIMEOUT, die_with_parent, log_since
@@ -55,12 +55,12 @@ def free_ports(names: tuple[str, ...]) -> dict[str, int]:
     that range to every outgoing connection, and one could take a picked port in the
     seconds before a broker binds it (as a broker start that finds a port taken is started
     again on fresh ones, this makes that rare, not impossible)."""
-    pool = quiet_ports()
+    pool: Sequence[int] = quiet_ports() or ()  # a quiet range has a thousand ports or more
     pick = random.SystemRandom()  # never the seeded module generator: parallel runs would pick alike
     socks: list[socket.socket] = []
     try:
         for _ in names:
-            for _attempt in range(QUIET_TRIES if pool is not None else 0):
+            for _attempt in range(QUIET_TRIES if pool else 0):
                 s = socket.socket()
                 try:
                     s.bind(("127.0.0.1", pick.choice(pool)))
@@ -135,8 +135,8 @@ class ExternalProcess:
 
     def destroy_disk(self) -> int:
         """Empty the data dir of a dead broker (a replaced disk); the bytes lost."""
-        if self.running:
-            raise RuntimeError(f"{self.design} is running (pid {self.proc.pid}); kill it before destroying its disk")
+        if (proc := self._alive()) is not None:
+            raise RuntimeError(f"{self.design} is running (pid {proc.pid}); kill it before destroying its disk")
         lost = 0
         for child in list(self.data_dir.iterdir()):
             if child.is_dir() and not child.is_symlink():
@@ -159,8 +159,8 @@ class ExternalProcess:
 
     def launch(self) -> None:
         """Start the broker and return at once (``wait_ready`` probes it)."""
-        if self.running:
-            raise RuntimeError(f"{self.design} is running (pid {self.proc.pid}); stop it first")
+        if (proc := self._alive()) is not None:
+            raise RuntimeError(f"{self.design} is running (pid {proc.pid}); stop it first")
         self.home.mkdir(parents=True, exist_ok=True)
         if self.power is None and self.no_power is None:
             self.mount()
@@ -208,6 +208,7 @@ class ExternalProcess:
             time.sleep(POLL_S)
 
     def _target_pid(self) -> int | None:
+        assert self.proc is not None  # asked while it starts
         if self._launch is None or not self._launch.pid_file:
             return self.proc.pid
         try:
@@ -252,7 +253,11 @@ class ExternalProcess:
 
     @property
     def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return self._alive() is not None
+
+    def _alive(self) -> subprocess.Popen | None:
+        """The broker's process, if it is running."""
+        return self.proc if self.proc is not None and self.proc.poll() is None else None
 
     @property
     def pid(self) -> int | None:
@@ -305,6 +310,7 @@ class ExternalProcess:
         self._after_stop()
 
     def _group(self, sig: int) -> None:
+        assert self.proc is not None  # signalled once started
         try:
             os.killpg(self.proc.pid, sig)
         except (ProcessLookupError, PermissionError):
@@ -312,6 +318,7 @@ class ExternalProcess:
 
     def _gone(self, timeout: float) -> bool:
         """Wait up to ``timeout`` s for every process of the broker's group to end."""
+        assert self.proc is not None  # waited for once started
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
             self.proc.poll()  # reap the leader, or the group never empties
@@ -330,7 +337,9 @@ class ExternalProcess:
             return
         self._cleaned_up = True
         launch = self._launch
-        for argv in (launch.after_stop if launch is not None else ()):
+        if launch is None:
+            return
+        for argv in launch.after_stop:
             try:
                 subprocess.run(list(argv), env={**os.environ, **launch.env}, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, timeout=AFTER_STOP_TIMEOUT, check=False)

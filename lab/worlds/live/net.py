@@ -231,7 +231,7 @@ class LiveNet:
         self._listeners.append(listener)
         self.world.listening[(self.node, port)] = listener.port
 
-    def connect(self, node: str, port: str) -> LiveConnection:
+    def connect(self, node: str, port: str) -> LiveConnection | StretchedConnection:
         """A connection to ``node``'s port ``port``, through this link's proxy."""
         conn = LiveConnection(lambda: self.world.address(node, port, self.node), f"{node}:{port}")
         factor = self.world.stretched.get(node)  # the test hook (lab.worlds.live.slowdown): unset, none

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import IO, Mapping, Sequence
 
 from lab.design.registry import design_module
 from lab.worlds.live.disk import destroy, fsync_delay_path, power_cut
@@ -107,7 +107,7 @@ class ServerProcess:
     def launch(self) -> None:
         """Start the process and return at once (``wait_ready`` reads its ready line)."""
         if self.running:
-            raise RuntimeError(f"{self.design} server is running (pid {self.proc.pid}); stop it first")
+            raise RuntimeError(f"{self.design} server is running (pid {self.pid}); stop it first")
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         self._log_from = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as log:
@@ -121,7 +121,7 @@ class ServerProcess:
         """Block until the ready line; the ports. RuntimeError (with the log's tail) if the
         process ends or says something else first."""
         assert self.proc is not None and self.proc.stdout is not None
-        line = _readline(self.proc, timeout)
+        line = _readline(self.proc.stdout, timeout)
         parsed = parse_ready(line or "")
         if parsed is None or parsed[0] != self.design:
             if line == "":  # its stdout closed: it is exiting
@@ -148,7 +148,7 @@ class ServerProcess:
     def restart(self) -> "ServerProcess":
         """Start again on the same data dir and ports (after ``stop`` or ``kill``)."""
         if self.running:
-            raise RuntimeError(f"{self.design} server is running (pid {self.proc.pid}); crash or stop it first")
+            raise RuntimeError(f"{self.design} server is running (pid {self.pid}); crash or stop it first")
         for attempt in range(RESTART_TRIES):
             self.launch()
             try:
@@ -168,7 +168,11 @@ class ServerProcess:
 
     @property
     def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return self._alive() is not None
+
+    def _alive(self) -> subprocess.Popen | None:
+        """The process, if it is running."""
+        return self.proc if self.proc is not None and self.proc.poll() is None else None
 
     @property
     def pid(self) -> int | None:
@@ -181,13 +185,13 @@ class ServerProcess:
 
     def pause(self) -> None:
         """SIGSTOP: the process stops where it is; connections stay open, nothing is answered."""
-        if self.running:
-            os.kill(self.proc.pid, signal.SIGSTOP)
+        if (proc := self._alive()) is not None:
+            os.kill(proc.pid, signal.SIGSTOP)
             self.paused = True
 
     def resume(self) -> None:
-        if self.running:
-            os.kill(self.proc.pid, signal.SIGCONT)
+        if (proc := self._alive()) is not None:
+            os.kill(proc.pid, signal.SIGCONT)
         self.paused = False
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = STOP_TIMEOUT) -> str:
@@ -199,10 +203,10 @@ class ServerProcess:
 
     def signal_stop(self) -> None:
         """SIGTERM without waiting (``stop`` waits): several servers stop side by side."""
-        if self.running:
-            self.proc.send_signal(signal.SIGTERM)
+        if (proc := self._alive()) is not None:
+            proc.send_signal(signal.SIGTERM)
             if self.paused:
-                os.kill(self.proc.pid, signal.SIGCONT)
+                os.kill(proc.pid, signal.SIGCONT)
 
     def kill(self) -> str:
         """kill -9: no clean-up, no fsync."""
@@ -213,7 +217,7 @@ class ServerProcess:
         so its next start begins with no files; the bytes lost. Refused while it runs: a
         live process would keep writing into files that are no longer there."""
         if self.running:
-            raise RuntimeError(f"{self.design} server is running (pid {self.proc.pid}); kill it before "
+            raise RuntimeError(f"{self.design} server is running (pid {self.pid}); kill it before "
                                f"destroying its disk")
         return destroy(self.data_dir)
 
@@ -238,6 +242,7 @@ class ServerProcess:
 
     def _reap(self, sig: int, timeout: float = STOP_TIMEOUT) -> None:
         proc = self.proc
+        assert proc is not None  # its callers reap a process they started
         if proc.poll() is None:
             proc.send_signal(sig)
             if self.paused and sig != signal.SIGKILL:
@@ -256,22 +261,22 @@ class ServerProcess:
         return log_since(self.log_path, self._log_from)
 
 
-def _readline(proc: subprocess.Popen, timeout: float) -> str | None:
+def _readline(stdout: IO[str], timeout: float) -> str | None:
     """The process's next stdout line: "" if its stdout closes first, None if ``timeout`` passes."""
     import selectors
 
     deadline = time.monotonic() + timeout
     with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
+        sel.register(stdout, selectors.EVENT_READ)
         # in short waits: a run interrupted while its server starts stops the server and closes this
         # pipe from another thread, and a closed pipe never wakes a select (the lab would hang on
         # until the start timeout, waiting for this thread)
         while (left := deadline - time.monotonic()) > 0:
-            if proc.stdout.closed:
+            if stdout.closed:
                 return ""
             if sel.select(min(left, 0.1)):
                 try:
-                    return proc.stdout.readline()
+                    return stdout.readline()
                 except ValueError:  # closed meanwhile
                     return ""
     return None

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Awaitable, TypeVar
+from typing import Any, Awaitable, Protocol, TypeVar
 
+from lab.design.runtime import Event, Network
 from lab.worlds.live.disk import LiveDisk
 from lab.worlds.live.net import LiveNet
 from lab.worlds.live.host import Host
@@ -57,6 +58,13 @@ class LiveTask:
         return self._task.__await__()
 
 
+class NodeNetwork(Network, Protocol):
+    """A live node's network, closed when the node ends: a ``LiveNet`` (the calibration's
+    in-process world, ``lab.worlds.inprocess``, puts its ``InProcessNet`` in its place)."""
+
+    async def close(self) -> None: ...
+
+
 class LiveRuntime:
     """The Runtime of one node in the live world: real clock, files and TCP."""
 
@@ -65,7 +73,7 @@ class LiveRuntime:
         self.node = name
         self.random = node_random(world.seed, name)
         self.disk = LiveDisk(world.disk_roots.get(name, world.root / name))
-        self.net = LiveNet(name, world)
+        self.net: NodeNetwork = LiveNet(name, world)
         self._tasks: set[asyncio.Task] = set()
 
     def now(self) -> float:
@@ -88,7 +96,7 @@ class LiveRuntime:
     def event(self) -> LiveEvent:
         return LiveEvent()
 
-    async def wait(self, event: LiveEvent, timeout: float | None) -> bool:
+    async def wait(self, event: Event, timeout: float | None) -> bool:
         if event.is_set():
             return True
         try:

@@ -249,10 +249,10 @@ class LiveConnection:
             except ValueError as e:  # no such port in the address book
                 raise Unreachable(f"cannot connect to {self.name}: {e}") from None
             try:
-                _, protocol = await within(loop.create_connection(_Reply, host, port), timeout)  # not wait_for
+                _, opened = await within(loop.create_connection(_Reply, host, port), timeout)  # not wait_for
             except (OSError, asyncio.TimeoutError) as e:
                 raise Unreachable(f"cannot connect to {self.name}: {e or 'no answer'}") from None
-            self._protocol = protocol
+            self._protocol = protocol = opened
         waiter = protocol.waiter = loop.create_future()
         protocol.receive = receive
         protocol.transport.write(data)  # type: ignore[union-attr]

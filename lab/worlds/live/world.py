@@ -60,8 +60,11 @@ class LiveWorld:
 
         self.seed = seed
         self.disk_roots = {name: Path(path) for name, path in (disk_roots or {}).items()}
-        self._tmp = None if root is not None else tempfile.TemporaryDirectory(prefix="queue-lab-")
-        self.root = Path(root if root is not None else self._tmp.name)
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if root is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="queue-lab-")
+            root = self._tmp.name
+        self.root = Path(root)
         self.addresses: dict[str, tuple[str, int]] = {}
         self.bind = dict(bind or {})
         self.listening: dict[tuple[str, str], int] = {}  # (node, port name) -> bound port, in this process
@@ -175,7 +178,7 @@ class LiveWorld:
             raise ValueError(f"node {node!r} is already a server process")
         self.remote[node] = dict(ports)
 
-    def _process(self, node: str) -> ServerProcess:
+    def _process(self, node: str) -> ServerProcess | ExternalProcess:
         proc = self.processes.get(node)
         if proc is None:
             raise ValueError(f"the live world applies faults to server processes only; {node!r} is not one "
@@ -246,7 +249,7 @@ class LiveWorld:
         log.info("%s lost its disk: %d bytes gone", node, lost)
         return lost
 
-    def restart(self, node: str) -> ServerProcess:
+    def restart(self, node: str) -> ServerProcess | ExternalProcess:
         """End one crash; when none is left, start the server again on the same data dir and
         ports. It returns at once: clients find the ports closed until the server is ready."""
         proc = self._process(node)
@@ -270,7 +273,7 @@ class LiveWorld:
         """Now, on the clock of this world's nodes (``LiveRuntime.now_ns``)."""
         return self.epoch_ns + (time.monotonic_ns() - self.mono_ns)
 
-    async def _until_ready(self, node: str, proc: ServerProcess, launched: int) -> None:
+    async def _until_ready(self, node: str, proc: ServerProcess | ExternalProcess, launched: int) -> None:
         loop = asyncio.get_running_loop()
         for attempt in range(RESTART_TRIES):
             try:
@@ -317,6 +320,14 @@ class LiveWorld:
         proc = self._process(node)
         self._fsync_delays[node] = max(0, self._fsync_delays.get(node, 0) - ns)
         proc.set_fsync_delay(self._fsync_delays[node])
+
+    # Late and ghost writes are a simulated store's, the sim world's only: a live run refuses the
+    # fault before it starts (its kind names the worlds that apply it), so these are never reached.
+    def add_late_writes(self, node: str, late_p: float, late_s: float, ghost_p: float) -> None:
+        raise ValueError(f"the live world cannot apply late-writes (to {node}): the sim world's only")
+
+    def remove_late_writes(self, node: str, late_p: float, late_s: float, ghost_p: float) -> None:
+        raise ValueError(f"the live world cannot apply late-writes (to {node}): the sim world's only")
 
     def is_up(self, node: str) -> bool:
         return self._crashes.get(node, 0) == 0

@@ -214,9 +214,9 @@ class PowerLossOperations(mfusepy.Operations):
         # libfuse passes utimensat's UTIME_NOW / UTIME_OMIT as the nanoseconds of a zero time.
         st, now = os.lstat(full), time.time_ns()
         old = (st.st_atime_ns, st.st_mtime_ns)
-        ns = tuple(now if t == _UTIME_NOW else was if t == _UTIME_OMIT else t
-                   for t, was in zip(times, old))
-        os.utime(full, ns=ns, follow_symlinks=False)
+        atime, mtime = (now if t == _UTIME_NOW else was if t == _UTIME_OMIT else t
+                        for t, was in zip(times, old))
+        os.utime(full, ns=(atime, mtime), follow_symlinks=False)
         return 0
 
     def access(self, path: str, amode: int) -> int:
