@@ -260,9 +260,9 @@ def _loopback(cls: type[Backend], options: Mapping[str, Any] | None, probe_name:
             c0 = time.thread_time_ns()
             await asyncio.gather(*(drive(one) for one in loaded))
             client_loaded = (time.thread_time_ns() - c0) / (each * CONCURRENCY)
-            server_after = process_cpu_ns(pid) if server_before is not None else None
+            server_after = process_cpu_ns(pid) if pid is not None else None
             server_loaded = ((server_after - server_before) / (each * CONCURRENCY)
-                             if server_after is not None else None)
+                             if server_after is not None and server_before is not None else None)
             return _Loopback(round_trips, client_cpu, client_loaded, server_loaded)
         finally:
             for one in probes:

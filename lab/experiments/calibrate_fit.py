@@ -12,7 +12,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import yaml
 
@@ -102,7 +102,7 @@ class Calibration:
         return "\n".join(lines)
 
 
-def sigma_of(values: list[float]) -> float:
+def sigma_of(values: Sequence[float]) -> float:
     """A spread from the interquartile range, as a normal's sigma (IQR / 1.349)."""
     if len(values) < 4:
         return 0.0
@@ -110,7 +110,7 @@ def sigma_of(values: list[float]) -> float:
     return (q3 - q1) / 1.349
 
 
-def _median_se(values: list[float]) -> float:
+def _median_se(values: Sequence[float]) -> float:
     """The standard error of a sample median (1.2533 sigma / sqrt n, sigma from the IQR)."""
     return 1.2533 * sigma_of(values) / math.sqrt(len(values)) if values else math.inf
 

@@ -103,9 +103,15 @@ def fidelity(backend: str, workload: Workload, calibration: str | None = None,
         raise ValueError(f"{backend} does not run in both worlds")
     if workload.faults:
         raise ValueError(f"{workload.source}: fidelity compares fault-free load; this workload has faults")
-    if calibration is None and (cls.calibration_path() is None or not cls.calibration_path().exists()):
-        raise ValueError(f"{backend} has no committed calibration: run `lab calibrate {backend}` first")
-    model = Calibration.load(calibration if calibration is not None else cls.calibration_path())  # once, for every sim run
+    chosen: str | Path
+    if calibration is not None:
+        chosen = calibration
+    else:
+        committed = cls.calibration_path()
+        if committed is None or not committed.exists():
+            raise ValueError(f"{backend} has no committed calibration: run `lab calibrate {backend}` first")
+        chosen = committed
+    model = Calibration.load(chosen)  # once, for every sim run
     source = model.source
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     directory = Path(out) if out is not None else runs_dir() / f"fidelity-{backend}-{workload.name}-{stamp}"
@@ -224,10 +230,10 @@ def format_table(table: Fidelity) -> str:
             cells.append(f"  {format_ns(live) if live else '-':>15}{format_ns(sim) if sim else '-':>10}"
                          f"{(f'{ratio:.2f}' if ratio is not None else '-') + mark:>7}")
         lines.append(f"{p.name:<16}{(f'{p.rate:,.0f}' if p.rate else 'closed'):>9}" + "".join(cells))
-    live, sim = table.saturation["live"], table.saturation["sim"]
+    live_top, sim_top = table.saturation["live"], table.saturation["sim"]
     lines.append("")
     lines.append(f"saturation (closed loop, most puts/s over {', '.join(map(str, RAMP))} clients): "
-                 f"live {live['per_s']:,.0f}/s at {live['producers']:.0f}, sim {sim['per_s']:,.0f}/s at "
-                 f"{sim['producers']:.0f} (ratio {sim['per_s'] / live['per_s'] if live['per_s'] else float('nan'):.2f})")
+                 f"live {live_top['per_s']:,.0f}/s at {live_top['producers']:.0f}, sim {sim_top['per_s']:,.0f}/s at "
+                 f"{sim_top['producers']:.0f} (ratio {sim_top['per_s'] / live_top['per_s'] if live_top['per_s'] else float('nan'):.2f})")
     lines.append(f"goal: sim p50 within {GOAL['p50']:.0%} and p99 within {GOAL['p99']:.0%} of live (✓ met, ✗ missed)")
     return "\n".join(lines)

@@ -33,7 +33,7 @@ from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, TextIO
+from typing import Any, Iterable, Iterator, Mapping, Sequence, TextIO
 
 import yaml
 
@@ -90,6 +90,12 @@ class Hunt:
     def seconds(self) -> float:
         """The wall seconds of those runs."""
         return sum(run.wall_seconds for _, run in self.runs[:self.runs_to_catch])
+
+    def shrinking(self) -> tuple[Shrinker, Trial]:
+        """The shrinker of the catch and the trial that caught it (a hunt being shrunk has both)."""
+        if self.shrinker is None or self.caught is None:
+            raise RuntimeError(f"{self.mutant.name} is not being shrunk")
+        return self.shrinker, self.caught[0]
 
 
 @dataclass
@@ -250,12 +256,13 @@ class _Scheduler:
             self._go(kind, (h, trial), out, h.mutant.name, trial.workload, h.mutant, trial.seed)
         elif kind == "shrink":
             h = subject
-            candidate = h.shrinker.next()
+            shrinker, caught_by = h.shrinking()
+            candidate = shrinker.next()
             if candidate is None:
                 self._shrunk(h)
                 return
-            out = str(directory / h.mutant.name / "shrinking" / f"try-{h.shrinker.runs + 1}")
-            self._go(kind, (h, candidate), out, h.mutant.name, candidate, h.mutant, h.caught[0].seed)
+            out = str(directory / h.mutant.name / "shrinking" / f"try-{shrinker.runs + 1}")
+            self._go(kind, (h, candidate), out, h.mutant.name, candidate, h.mutant, caught_by.seed)
         else:  # control
             key, trial, m = subject
             out = str(directory / "control" / _slug(m.label) / trial.folder)
@@ -292,13 +299,14 @@ class _Scheduler:
 
     def _shrink_done(self, subject: tuple[Hunt, dict[str, Any]], outcome: Any, out: str) -> None:
         h, candidate = subject
-        h.shrinker.feed(seed_run(outcome, h.caught[0].seed, candidate, out))
+        shrinker, caught_by = h.shrinking()
+        shrinker.feed(seed_run(outcome, caught_by.seed, candidate, out))
         self.ready.append(("shrink", h))
 
     def _shrunk(self, h: Hunt) -> None:
-        s = h.shrinker
+        s, _ = h.shrinking()
         h.shrunk = schedule_line(s.best["faults"])
-        if s.kept:
+        if s.kept and s.best_run is not None:  # a kept candidate is the best run
             write_workload(self.result.directory / f"{h.mutant.name}-shrunk.yaml", s.best,
                            f"lab mutants: {h.mutant.name}, shrunk in {s.runs} runs: INVALID ({s.best_run.reason})")
         shutil.rmtree(self.result.directory / h.mutant.name / "shrinking", ignore_errors=True)
@@ -385,7 +393,7 @@ def report_lines(result: HuntResult) -> list[str]:
     return lines
 
 
-def markdown_table(table: list[Mapping[str, Any]]) -> list[str]:
+def markdown_table(table: Sequence[Mapping[str, Any]]) -> list[str]:
     head = ("mutant", "promise it breaks", "caught", "first caught by", "runs", "s", "shrunk fault schedule",
             "control (invalid/runs)")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

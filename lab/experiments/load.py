@@ -321,7 +321,9 @@ async def _main(control, world: LiveWorld, backend, workload: Workload, recorder
                 bounds.append(control.now_ns() + round(workload.warmup * 1e9))
                 if nemesis is not None:
                     nemesis.start(control)
-                code = await _wait(proc, None if web_port is not None else workload.duration + STOP_TIMEOUT + LOCUST_GRACE)
+                duration = workload.duration
+                assert duration is not None  # lab load's workload has one (load_workload_for)
+                code = await _wait(proc, None if web_port is not None else duration + STOP_TIMEOUT + LOCUST_GRACE)
             finally:
                 if web_port is not None:
                     asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)

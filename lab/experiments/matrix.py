@@ -216,6 +216,7 @@ def _run_all(pool: Any, work: list[tuple[Cell, int]], workloads: Mapping[str, Wo
     try:
         calls = [((cell, seed), (_run_one, workloads[cell.scenario], cell.backend, dict(cell.options), seed,
                                  directory / _folder(cell, seed), world)) for cell, seed in work]
+        ended: contextlib.AbstractContextManager[Iterable[tuple[tuple[Cell, int], Any]]]  # each run's future, as it ends
         if hasattr(pool, "run_all"):  # on Spark: every run a task of one job, not a job each
             ended = contextlib.closing(pool.run_all(interrupt.worker_call, calls, directory))
         else:
@@ -308,7 +309,8 @@ def _row(cell: Cell, runs: list[SeedRun], scenario: Workload,
     verdict = worst(r.verdict for r in runs)  # of the seeds with evidence; a seed without is counted apart
     worst_run = next(r for r in runs if r.verdict == verdict)
     recovers = [r.recover_s for r in runs]
-    recover = None if any(s is None for s in recovers) else max(recovers, default=None)
+    known = [s for s in recovers if s is not None]
+    recover = None if len(known) < len(recovers) else max(known, default=None)
     budget = getattr(scenario, "recover_within", None)
     row: dict[str, Any] = {
         "backend": cell.backend, "options": " ".join(f"{k}={v}" for k, v in cell.options),

@@ -67,7 +67,7 @@ from lab.judge.summary import MEASURED
 from lab.workloads.spec import Workload, load_workload
 
 #: the set's workloads: standard ones, shortened so the whole gate takes minutes
-WORKLOADS = {"steady": {"warmup": 0.5, "duration": 2.0}, "burst-reliable": {"warmup": 0.5, "duration": 1.5}}
+WORKLOADS: dict[str, dict[str, Any]] = {"steady": {"warmup": 0.5, "duration": 2.0}, "burst-reliable": {"warmup": 0.5, "duration": 1.5}}
 WORLDS = ("sim", "live")
 DEFAULT_REPEATS = 4  # 4 against 4 rounds: the exact test can reach p = 1/70
 ORDER_SEED = 0  # the live rounds' shuffles
@@ -291,7 +291,7 @@ def provenance(reason: str) -> dict[str, Any]:
 def updated(baseline: dict[str, Any], figures: Figures, reason: str, repeats: int) -> dict[str, Any]:
     entries = [f"sim {k}" for k in sorted(figures.sim)] + [f"live {k}" for k in sorted(figures.live)]
     change = {**provenance(reason), "repeats": repeats, "entries": entries}
-    out = {"format": FORMAT, "history": [*baseline.get("history", []), change],
+    out: dict[str, Any] = {"format": FORMAT, "history": [*baseline.get("history", []), change],
            "sim": {**baseline.get("sim", {}), **figures.sim}, "live": {**baseline.get("live", {}), **figures.live}}
     out["sim"] = dict(sorted(out["sim"].items()))
     out["live"] = dict(sorted(out["live"].items()))

@@ -35,12 +35,12 @@ HIGHER, LOWER = "higher", "lower"  # which way a metric gets worse: latency high
 
 def ranks(values: Sequence[float]) -> np.ndarray:
     """Ranks from 1, ties sharing the mean of their places."""
-    values = np.asarray(values, dtype=float)
-    order = np.argsort(values, kind="mergesort")
-    ranked = np.empty(len(values))
-    ranked[order] = np.arange(1, len(values) + 1)
-    for value in np.unique(values):
-        tied = values == value
+    array = np.asarray(values, dtype=float)
+    order = np.argsort(array, kind="mergesort")
+    ranked = np.empty(len(array))
+    ranked[order] = np.arange(1, len(array) + 1)
+    for value in np.unique(array):
+        tied = array == value
         if tied.sum() > 1:
             ranked[tied] = ranked[tied].mean()
     return ranked

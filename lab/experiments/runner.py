@@ -33,7 +33,7 @@ import shutil
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping, TextIO
+from typing import Any, Iterable, Mapping, Protocol, TextIO
 
 from lab.design.backend import Backend, outcome_of
 from lab.design.registry import backend_class
@@ -50,7 +50,7 @@ from lab.history.record import Recorder, read_samples
 from lab.judge.checker import check
 from lab.judge.summary import summarize
 from lab.workloads.errors import WorkloadError
-from lab.workloads.fault_base import Cast
+from lab.workloads.fault_base import Cast, FaultWorld
 from lab.workloads.faults import kinds_in, supports
 from lab.workloads.nemesis import Nemesis
 from lab.workloads.spec import Workload
@@ -70,7 +70,12 @@ def world_class(kind: str) -> type[World]:
     raise ValueError(f"unknown world {kind!r} (sim or live)")
 
 
-def make_world(spec: RunSpec) -> World:
+class RunWorld(World, FaultWorld, Protocol):
+    """The world a run drives: what the runner asks of it and the verbs its faults use (the
+    sim and the live world have both)."""
+
+
+def make_world(spec: RunSpec) -> RunWorld:
     """The world of a run: the sim's physical parameters from the workload's ``sim:`` block
     and its CPU model from the spec's calibration (loaded once, at the door); live, node
     disks in a temporary folder, removed after the run."""
@@ -98,7 +103,7 @@ def refusal(workload: Workload, world: str, design: type[Backend] | None = None)
     found = supports(kinds_in(world), workload.faults)
     if found is None:
         peer = design is not None and design.is_peer
-        if peer and any(fault.kind == "crash" for fault in workload.faults):
+        if peer and design is not None and any(fault.kind == "crash" for fault in workload.faults):
             from lab.worlds.live.powerfs import unavailable
 
             if (why := unavailable()) is not None:
@@ -154,7 +159,7 @@ def run_spec(spec: RunSpec, out: str | Path | None = None, progress: bool | Text
         recorder = Recorder(run_id, spec.world, spec.backend, workload.name, classify=outcome_of,
                             spill=run_dir / SPILL_FILE)
         warnings: list[str] = []
-        phase_bounds: list[int | None] = []  # warm-up end and drain start, as _main finds them
+        phase_bounds: list[int] = []  # warm-up end and drain start, as _main finds them
         wall_start = time.perf_counter()
         world_seconds = the_world.run(
             lambda control: _main(control, the_world, spec.design(the_world, spec.options), workload, recorder,
@@ -179,9 +184,9 @@ def run_spec(spec: RunSpec, out: str | Path | None = None, progress: bool | Text
     return result
 
 
-async def _main(control: Runtime, world: World, backend: Backend, workload: Workload,
+async def _main(control: Runtime, world: RunWorld, backend: Backend, workload: Workload,
                 recorder: Recorder, progress: bool | TextIO, warnings: list[str],
-                phase_bounds: list[int | None]) -> float:
+                phase_bounds: list[int]) -> float:
     await backend.start()
     queues = [f"q{i}" for i in range(workload.queues)]
     await backend.prepare(queues)
@@ -211,6 +216,7 @@ async def _main(control: Runtime, world: World, backend: Backend, workload: Work
         rt = world.node(name)
         gaps = send_gaps(rt, rate_each, workload.arrivals)
         if open_loop:
+            assert gaps is not None  # poisson arrivals have a rate (lab.workloads.spec)
             producer = produce_open(rt, ClientPool(backend, rt, reliable), name, queues[i % len(queues)],
                                     workload.message_size, gaps, stop_at, quotas[i], recorder, state)
         else:
@@ -250,7 +256,7 @@ async def _main(control: Runtime, world: World, backend: Backend, workload: Work
         stall = max(DRAIN_STALL, backend.recovery_s)
         warnings.append(f"the drain gave up ({stall:g} s without a delivery, or {DRAIN_CAP:g} s in all) "
                         "before every queue was empty: what was not delivered counts as lost")
-    if ticker is not None:
+    if ticker is not None and bar is not None:
         ticker.cancel()
         bar.close(state, control.now_ns())
     await backend.stop()
@@ -289,6 +295,7 @@ class _Progress:
         if workload.messages:
             self.bar = tqdm(total=workload.messages, unit="msg", desc=f"{workload.name} ({world})", **common)
         else:
+            assert workload.duration is not None  # a workload has a duration or a message count
             total = workload.warmup + workload.duration
             self.bar = tqdm(total=round(total, 2), desc=f"{workload.name} ({world} time)", **common,
                             bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:.1f} s "

@@ -18,6 +18,7 @@ from lab.judge.findings import Verdict
 from lab.history.phases import fault_events, phases_at
 from lab.history.provenance import machine, versions
 from lab.history.record import SAMPLE_SCHEMA, Recorder, write_sample_batches
+from lab.design.peer import Peer
 from lab.design.world import World
 from lab.workloads.spec import Workload
 
@@ -97,7 +98,7 @@ def write_manifest(result: RunResult, world: World) -> None:
         "machine": machine(),
     }
     design = result.spec.design
-    if design.is_peer:  # a real broker (lab.design.peer): which build the verdict is about
+    if issubclass(design, Peer):  # a real broker (its is_peer): which build the verdict is about
         manifest["broker"] = {"package": design.package, "version": design.version()}
     from lab.experiments import planting
 

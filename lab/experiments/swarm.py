@@ -298,18 +298,19 @@ def _shrink_all(executor: Executor, jobs: int, findings: list[Finding], schedule
         done, _ = wait(inflight, return_when=FIRST_COMPLETED)
         for future in done:
             seed, out, candidate = inflight.pop(future)
-            previous = shrinkers[seed].best_run
-            if shrinkers[seed].feed(seed_run(future.result(), seed, candidate, str(out))) and previous is not None:
+            fed = shrinkers[seed]
+            previous = fed.best_run
+            if fed.feed(seed_run(future.result(), seed, candidate, str(out))) and previous is not None:
                 shutil.rmtree(previous.run_dir, ignore_errors=True)  # superseded by a smaller one
-            elif shrinkers[seed].best_run is None or shrinkers[seed].best_run.run_dir != str(out):
+            elif fed.best_run is None or fed.best_run.run_dir != str(out):
                 shutil.rmtree(out, ignore_errors=True)
             waiting.append(seed)
             bar.update(1)
     bar.close()
     for finding in findings:
-        shrinker = shrinkers.get(finding.run.seed)
-        if shrinker is None:
+        if finding.run.seed not in shrinkers:
             continue
+        shrinker = shrinkers[finding.run.seed]
         finding.shrink_runs = shrinker.runs
         if shrinker.best_run is not None:
             seed = finding.run.seed

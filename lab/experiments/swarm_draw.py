@@ -165,9 +165,9 @@ def design_servers(backend: str, options: Mapping[str, Any] | None = None) -> tu
     """The server nodes ``backend`` runs on with ``options``, as its Backend names them (on
     a sim world that never runs: a design names its nodes when it is made; one that does
     not run in the sim world says so, as UnknownBackend)."""
-    from lab.experiments.runner import world_class
+    from models.world import SimWorld
 
-    return tuple(backend_class(backend)(world_class("sim")(0), options).server_nodes)
+    return tuple(backend_class(backend)(SimWorld(0), options).server_nodes)
 
 
 def cast_of(backend: str, options: Mapping[str, Any] | None, workload: Mapping[str, Any]) -> Cast:

@@ -46,6 +46,7 @@ class Shrinker:
         self.runs += 1
         kept = run.verdict == Verdict.INVALID and bool(self.target & set(run.broken))
         if kept:
+            assert self._candidate is not None  # run is the outcome of the candidate next() gave
             self.best, self.best_run, self.kept = self._candidate, run, self.kept + 1
             self.target &= set(run.broken)  # chase what both broke: never drift to another promise
         self._answer = kept

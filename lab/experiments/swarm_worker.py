@@ -15,11 +15,14 @@ import traceback
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, ParamSpec, TypeVar
 
 from lab.worlds import interrupt
 from lab.experiments.swarm_draw import schedule_line
 from lab.workloads.spec import parse_workload
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 ERROR = "error"  # the verdict class of a run that raised instead of finishing
 
@@ -107,8 +110,8 @@ def seed_run(outcome: SeedRun | WorkerError, seed: int, workload: Mapping[str, A
 class InProcess(Executor):
     """``--jobs 1``: runs in this process, one at a time (a design registered at run time is seen)."""
 
-    def submit(self, fn, /, *args, **kwargs):  # noqa: ANN001 (Executor's signature)
-        future: Future = Future()
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:  # Executor's signature
+        future: Future[T] = Future()
         try:
             future.set_result(fn(*args, **kwargs))
         except BaseException as e:  # noqa: BLE001 (handed to whoever reads the future)

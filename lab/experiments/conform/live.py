@@ -146,7 +146,8 @@ async def _checks(target: Target, world: Any) -> list[Line]:
         lines.append(Line(BURST, FAIL, f"died after malformed bytes: {'; '.join(dead)}"))
     else:
         reader = backend.client(world.node("c0"), False)
-        wanted, got = set(acked), set()
+        wanted = set(acked)
+        got: set[bytes] = set()
         deadline = time.monotonic() + GET_DEADLINE_S
         empties = 0
         while wanted - got and time.monotonic() < deadline and empties < 3:

@@ -84,8 +84,8 @@ def imports_of(path: Path, name: str) -> list[Import]:
         if top and isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
             return
         if isinstance(node, ast.If) and _type_checking(node.test):
-            for child in node.orelse:
-                visit(child)
+            for branch in node.orelse:
+                visit(branch)
             return
         if isinstance(node, ast.Import):
             found.extend(Import(alias.name, (), node.lineno) for alias in node.names)

@@ -32,6 +32,7 @@ def _purity(target: Target) -> list[Line]:
     # the folder of the module the Backend came from, not a search by name: run from the folder
     # that holds the project, `python -m` would find the project folder as a namespace package
     backend = sys.modules[backend_class(target.name).__module__]
+    assert backend.__file__ is not None  # a Backend's module is a file, not a namespace package
     files, chains = static.purity(registration(target.name).package, Path(backend.__file__).parent)
     if not files:
         return [Line(check, FAIL, "the design has no core/ (or core.py) to hold to the rule")]
