@@ -174,3 +174,15 @@ def test_a_released_get_is_no_delivery_and_its_message_is_left_out_of_the_order(
 def test_a_released_message_that_never_comes_back_is_lost():
     v = check(history(("put", "p0", "p0:0", "ok"), ("get", "c0", "p0:0", "ok"), ("release", "c0", "p0:0", "ok")))
     assert v.counts.lost == 1 and not v.valid
+
+
+def test_a_failed_release_leaves_its_delivery_counted_and_the_next_one_is_a_duplicate():
+    # a release that failed certainly did not happen: the message was delivered, and delivered again
+    failed = check(history(("put", "p0", "p0:0", "ok"), ("get", "c0", "p0:0", "ok"), ("release", "c0", "p0:0", "fail"),
+                           ("get", "c1", "p0:0", "ok")))
+    assert (failed.counts.dequeued, failed.counts.duplicated) == (2, 1), failed.line()
+    # one that went through (or may have: unknown) handed it back, and the next delivery is the one
+    for outcome in ("ok", "info"):
+        handed = check(history(("put", "p0", "p0:0", "ok"), ("get", "c0", "p0:0", "ok"),
+                               ("release", "c0", "p0:0", outcome), ("get", "c1", "p0:0", "ok")))
+        assert (handed.counts.dequeued, handed.counts.duplicated) == (1, 0), handed.line()
