@@ -89,6 +89,7 @@ class Sink:
             pq.write_table(table, out, compression="zstd")
             self.ship(name, out.getvalue().to_pybytes())
         else:
+            assert self.folder is not None  # a sink with no ship has a folder (__init__, close)
             write_batch(self.folder, name, table)
         self.rows += n
         self.buffer.clear()

@@ -63,6 +63,7 @@ class Measure:
     def __exit__(self, kind, error, traceback) -> bool:
         latency = time.perf_counter_ns() - self.start_perf
         interrupted = error is not None and not isinstance(error, Exception)
+        text: str | None
         if interrupted:  # the greenlet killed at the run's end (or Ctrl-C): the request may have
             # reached the server all the same (a put waiting for its confirm), so it is recorded,
             # its outcome unknown; then the interruption goes on

@@ -76,6 +76,10 @@ def test_faults_are_parsed_and_sorted_by_time():
     ({"sim": {"latency": {"dist": "gaussian"}}}, "sim", "dist"),
     ({"sim": {"loss": 1.5}}, "sim", "loss"),
     ({"sim": {"gravity": 1}}, "sim.gravity", "unknown field"),
+    # a field with a default left empty (YAML's null) is refused, not run as None
+    ({"queues": None}, "queues", "whole number >= 1, got None"),
+    ({"rate": None}, "rate", "a number, got None"),
+    ({"warmup": None}, "warmup", "a number, got None"),
 ])
 def test_each_bad_field_is_named(change, field, problem):
     data = {**GOOD, **change}

@@ -192,7 +192,8 @@ class Measurement:
         self.node, self.client, self.op, self.queue = node, client, op, queue
         self.msg_id, self.bytes, self.delay_ns = msg_id, nbytes, delay_ns
         self.start_ns = self.end_ns = 0
-        self.outcome, self.error = "ok", None
+        self.outcome = "ok"
+        self.error: str | None = None
 
     @property
     def ok(self) -> bool:

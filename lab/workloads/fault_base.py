@@ -11,7 +11,7 @@ import dataclasses
 import math
 import random
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Iterable, Protocol
+from typing import Any, Callable, ClassVar, Iterable, Protocol, TypeGuard
 
 from lab.design.runtime import Runtime
 
@@ -197,7 +197,7 @@ def milliseconds(entry: dict[str, Any], key: str, what: str, required: bool = Tr
     return float(value)
 
 
-def is_number(value: Any) -> bool:
+def is_number(value: Any) -> TypeGuard[float]:
     """A finite int or float, and not a bool (YAML's true is no number of seconds)."""
     return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 

@@ -16,6 +16,17 @@ from lab.workloads.fault_base import (MODES, SHAPES, SIDED_SHAPES, Cast, Fault, 
                                       Placement, is_number, milliseconds, own_field)
 
 
+def _restarts(world: FaultWorld, nodes: Iterable[str]) -> Heal:
+    """A crash's heal: each of ``nodes`` that is still down restarts."""
+
+    def heal() -> None:
+        for node in nodes:
+            if not world.is_up(node):
+                world.restart(node)
+
+    return heal
+
+
 @dataclass(frozen=True)
 class Pause(Fault):
     """Stop the world on the targets (a GC pause): none of their code runs, and messages to
@@ -26,7 +37,12 @@ class Pause(Fault):
     def start(self, world: FaultWorld, placement: Placement, rt: Runtime) -> Heal:
         for node in placement.nodes:
             world.pause(node)
-        return lambda: [world.resume(node) for node in placement.nodes]
+
+        def heal() -> None:
+            for node in placement.nodes:
+                world.resume(node)
+
+        return heal
 
 
 @dataclass(frozen=True)
@@ -47,7 +63,7 @@ class Crash(Fault):
     def start(self, world: FaultWorld, placement: Placement, rt: Runtime) -> Heal:
         for node in placement.nodes:
             world.crash(node, tear=self.tear)
-        return lambda: [world.restart(node) for node in placement.nodes if not world.is_up(node)]
+        return _restarts(world, placement.nodes)
 
 
 @dataclass(frozen=True)
@@ -60,7 +76,7 @@ class Kill(Fault):
     def start(self, world: FaultWorld, placement: Placement, rt: Runtime) -> Heal:
         for node in placement.nodes:
             world.kill(node)
-        return lambda: [world.restart(node) for node in placement.nodes if not world.is_up(node)]
+        return _restarts(world, placement.nodes)
 
 
 @dataclass(frozen=True)
@@ -191,7 +207,12 @@ class LinkDelay(Fault):
         extra, jitter = round(self.ms * 1e6), round(self.jitter_ms * 1e6)
         for link in placement.links:
             world.add_delay(*link, extra, jitter)
-        return lambda: [world.remove_delay(*link, extra, jitter) for link in placement.links]
+
+        def heal() -> None:
+            for link in placement.links:
+                world.remove_delay(*link, extra, jitter)
+
+        return heal
 
 
 @dataclass(frozen=True)
@@ -216,7 +237,12 @@ class Loss(Fault):
     def start(self, world: FaultWorld, placement: Placement, rt: Runtime) -> Heal:
         for link in placement.links:
             world.add_loss(*link, self.p)
-        return lambda: [world.remove_loss(*link, self.p) for link in placement.links]
+
+        def heal() -> None:
+            for link in placement.links:
+                world.remove_loss(*link, self.p)
+
+        return heal
 
 
 @dataclass(frozen=True)
@@ -234,7 +260,12 @@ class DiskDelay(Fault):
         extra = round(self.ms * 1e6)
         for node in placement.nodes:
             world.add_fsync_delay(node, extra)
-        return lambda: [world.remove_fsync_delay(node, extra) for node in placement.nodes]
+
+        def heal() -> None:
+            for node in placement.nodes:
+                world.remove_fsync_delay(node, extra)
+
+        return heal
 
 
 #: gc presets: the defaults of a gc fault's fields (a field the entry gives overrides its preset's)
@@ -406,7 +437,12 @@ class LateWrites(Fault):
         args = (self.late_p, self.late_s, self.ghost_p)
         for node in placement.nodes:
             world.add_late_writes(node, *args)
-        return lambda: [world.remove_late_writes(node, *args) for node in placement.nodes]
+
+        def heal() -> None:
+            for node in placement.nodes:
+                world.remove_late_writes(node, *args)
+
+        return heal
 
 
 @dataclass(frozen=True)
@@ -423,4 +459,4 @@ class DiskLoss(Fault):
             world.destroy_disk(node)
         # as a crash's heal: each restart ends this fault's hold; one still held down by
         # another crash restarts when that one heals (on the empty disk all the same)
-        return lambda: [world.restart(node) for node in placement.nodes if not world.is_up(node)]
+        return _restarts(world, placement.nodes)

@@ -44,7 +44,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import yaml
 
@@ -95,7 +95,7 @@ class Workload:
         (a message count sent as fast as possible)."""
         if self.duration is not None:
             return self.warmup + self.duration
-        return self.messages / self.rate if self.rate else None
+        return self.messages / self.rate if self.messages is not None and self.rate else None
 
     def scaled(self, factor: float) -> "Workload":
         """The workload ``factor`` times as long: warm-up, duration (or message count, at least
@@ -193,26 +193,34 @@ def parse_workload(data: Any, source: str = "<workload>") -> Workload:
     if not isinstance(description, str) or "\n" in description.strip():
         raise fail("description", "one line of text")
 
-    def integer(key: str, minimum: int) -> int | None:
+    def optional_integer(key: str, minimum: int) -> int | None:
         value = data.get(key, _DEFAULTS[key])
         if value is None:
             return None
+        return integer(key, minimum)
+
+    def integer(key: str, minimum: int) -> int:
+        value = data.get(key, _DEFAULTS[key])
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             raise fail(key, f"must be a whole number >= {minimum}, got {value!r}")
         return value
 
-    def number(key: str, minimum: float, positive: bool = False) -> float | None:
+    def optional_number(key: str, minimum: float, positive: bool = False) -> float | None:
         value = data.get(key, _DEFAULTS[key])
         if value is None:
             return None
+        return number(key, minimum, positive)
+
+    def number(key: str, minimum: float, positive: bool = False) -> float:
+        value = data.get(key, _DEFAULTS[key])
         if not _is_number(value):
             raise fail(key, f"must be a number, got {value!r}")
         if value < minimum or (positive and value == 0):
             raise fail(key, f"must be {'>' if positive else '>='} {minimum}, got {value!r}")
         return float(value)
 
-    duration = number("duration", 0, positive=True)
-    messages = integer("messages", 1)
+    duration = optional_number("duration", 0, positive=True)
+    messages = optional_integer("messages", 1)
     if (duration is None) == (messages is None):
         raise fail("duration", "give exactly one of 'duration' (seconds) or 'messages' (a count)")
     ack = data.get("ack", _DEFAULTS["ack"])
@@ -250,7 +258,7 @@ def parse_workload(data: Any, source: str = "<workload>") -> Workload:
         consumer_delay=number("consumer_delay", 0),
         seed=seed,
         faults=_parse_faults(data.get("faults") or [], fail),
-        recover_within=number("recover_within", 0, positive=True),
+        recover_within=optional_number("recover_within", 0, positive=True),
         sim=dict(sim),
         source=source,
     )
@@ -284,5 +292,5 @@ def _parse_faults(entries: Any, fail) -> tuple[FaultSpec, ...]:
     return tuple(sorted(faults, key=lambda f: f.at))
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[float]:
     return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
