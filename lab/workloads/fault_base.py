@@ -180,6 +180,17 @@ class Fault:
         raise NotImplementedError
 
 
+def restarts(world: FaultWorld, nodes: Iterable[str]) -> Heal:
+    """A crash's heal: each of ``nodes`` that is still down restarts."""
+
+    def heal() -> None:
+        for node in nodes:
+            if not world.is_up(node):
+                world.restart(node)
+
+    return heal
+
+
 def draw_time(rng: random.Random, low: float, high: float, digits: int = 6) -> float:
     """A time drawn uniformly from [``low``, ``high``] seconds, rounded to ``digits``
     decimals (microseconds by default: finer than any write path's steps, and readable in a

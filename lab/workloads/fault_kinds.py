@@ -13,18 +13,7 @@ from typing import Any, Callable, ClassVar, Iterable
 
 from lab.design.runtime import Runtime
 from lab.workloads.fault_base import (MODES, SHAPES, SIDED_SHAPES, Cast, Fault, FaultWorld, FieldError, Heal, Link,
-                                      Placement, is_number, milliseconds, own_field)
-
-
-def _restarts(world: FaultWorld, nodes: Iterable[str]) -> Heal:
-    """A crash's heal: each of ``nodes`` that is still down restarts."""
-
-    def heal() -> None:
-        for node in nodes:
-            if not world.is_up(node):
-                world.restart(node)
-
-    return heal
+                                      Placement, is_number, milliseconds, own_field, restarts)
 
 
 @dataclass(frozen=True)
@@ -41,7 +30,6 @@ class Pause(Fault):
         def heal() -> None:
             for node in placement.nodes:
                 world.resume(node)
-
         return heal
 
 
@@ -63,7 +51,7 @@ class Crash(Fault):
     def start(self, world: FaultWorld, placement: Placement, rt: Runtime) -> Heal:
         for node in placement.nodes:
             world.crash(node, tear=self.tear)
-        return _restarts(world, placement.nodes)
+        return restarts(world, placement.nodes)
 
 
 @dataclass(frozen=True)
@@ -76,7 +64,7 @@ class Kill(Fault):
     def start(self, world: FaultWorld, placement: Placement, rt: Runtime) -> Heal:
         for node in placement.nodes:
             world.kill(node)
-        return _restarts(world, placement.nodes)
+        return restarts(world, placement.nodes)
 
 
 @dataclass(frozen=True)
@@ -211,7 +199,6 @@ class LinkDelay(Fault):
         def heal() -> None:
             for link in placement.links:
                 world.remove_delay(*link, extra, jitter)
-
         return heal
 
 
@@ -241,7 +228,6 @@ class Loss(Fault):
         def heal() -> None:
             for link in placement.links:
                 world.remove_loss(*link, self.p)
-
         return heal
 
 
@@ -264,7 +250,6 @@ class DiskDelay(Fault):
         def heal() -> None:
             for node in placement.nodes:
                 world.remove_fsync_delay(node, extra)
-
         return heal
 
 
@@ -441,7 +426,6 @@ class LateWrites(Fault):
         def heal() -> None:
             for node in placement.nodes:
                 world.remove_late_writes(node, *args)
-
         return heal
 
 
@@ -459,4 +443,4 @@ class DiskLoss(Fault):
             world.destroy_disk(node)
         # as a crash's heal: each restart ends this fault's hold; one still held down by
         # another crash restarts when that one heals (on the empty disk all the same)
-        return _restarts(world, placement.nodes)
+        return restarts(world, placement.nodes)
