@@ -38,9 +38,9 @@ def sample_files(paths: Iterable[str | Path]) -> list[str]:
     """Parquet files of the given run directories, compare folders or files; a folder an
     interrupt cut short (``lab.worlds.interrupt``) is skipped, and none left is an error naming it."""
     files: list[str] = []
-    paths = list(map(Path, paths))
-    _, skipped = interrupt.split_interrupted(p.parent if p.is_file() else p for p in paths)
-    for path in paths:
+    given = list(map(Path, paths))
+    _, skipped = interrupt.split_interrupted(p.parent if p.is_file() else p for p in given)
+    for path in given:
         if interrupt.inside_interrupted(path.parent if path.is_file() else path) is not None:
             continue  # a folder an interrupt cut short: skipped by name (lab.worlds.interrupt.skipped_line)
         if path.is_file() and path.suffix == ".parquet":

@@ -72,8 +72,8 @@ _VERBS = {"lost": "lost acknowledged messages", "duplicated": "delivered duplica
 _NOUNS = {"lost": ("acknowledged message lost", "acknowledged messages lost"),
           "duplicated": ("duplicate delivery", "duplicate deliveries"),
           "reordered": ("inversion of the real-time order", "inversions of the real-time order")}
-_ALLOW = {Verdict.ALLOWED: ("as its promises allow", "each as its promises allow"),
-          Verdict.VALID: ("within its promises", "each within its promises")}
+_ALLOW: dict[str, tuple[str, str]] = {Verdict.ALLOWED: ("as its promises allow", "each as its promises allow"),
+                                      Verdict.VALID: ("within its promises", "each within its promises")}
 
 
 def _kind(r: Row) -> str:

@@ -37,12 +37,12 @@ def fault_spans(samples: pa.Table, t0_ns: int | None = None) -> list[tuple[float
     """The faults of a run as (start_s, end_s, label), seconds since ``t0_ns`` (default:
     the run's first sample), from its fault rows (``lab.history.phases``); a fault never healed
     ends at the run's last sample."""
-    from lab.history.phases import HEAL, START, fault_events
+    from lab.history.phases import HEAL, START, FaultEvent, fault_events
 
     t = samples.column("t_start_ns")
     t0 = pc.min(t).as_py() if t0_ns is None else t0_ns
     last = pc.max(pc.add(t, samples.column("latency_ns"))).as_py()
-    starts: dict[int, object] = {}
+    starts: dict[int, FaultEvent] = {}
     spans = []
     for event in fault_events(samples):
         if event.event == START:

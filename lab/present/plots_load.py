@@ -97,9 +97,9 @@ def ratio_figure(ratios: Mapping[str, Mapping[str, float | None]], goal: Mapping
     ax.set_xticklabels([m.replace("_", " ") for m in metrics])
     ax.set_xlim(-0.5, len(metrics) - 0.5)
     ax.set_yscale("log", base=2)
-    values = [v for _, _, v in points]
-    low = 2.0 ** min(-1, math.floor(math.log2(min(values))))
-    high = 2.0 ** max(1, math.ceil(math.log2(max(values))))
+    drawn = [v for _, _, v in points]
+    low = 2.0 ** min(-1, math.floor(math.log2(min(drawn))))
+    high = 2.0 ** max(1, math.ceil(math.log2(max(drawn))))
     ax.set_ylim(low, high)
     ax.yaxis.set_major_locator(LogLocator(base=2.0, subs=(1.0,)))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: _ratio_label(v)))
@@ -124,9 +124,9 @@ def series_figure(panels: Mapping[str, Mapping[tuple[str, str], tuple[Sequence[f
     for ax, (panel, series) in zip(axes, panels.items()):
         for (design, world), (x, y) in series.items():
             if len(x):  # each value holds from its x to the next; the last one for as long as the one before
-                x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-                step = x[-1] - x[-2] if x.size > 1 else 1.0
-                ax.step(np.append(x, x[-1] + step), np.append(y, y[-1]), where="post", color=colour(design),
+                xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+                step = xs[-1] - xs[-2] if xs.size > 1 else 1.0
+                ax.step(np.append(xs, xs[-1] + step), np.append(ys, ys[-1]), where="post", color=colour(design),
                         linestyle=line_style(world), linewidth=1.3, label=f"{design} ({world})")
         ax.set_ylim(bottom=0)
         ax.set_ylabel(ylabel)

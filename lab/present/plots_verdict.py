@@ -17,7 +17,8 @@ from lab.judge.findings import Verdict
 
 VERDICT_COLOURS = {Verdict.VALID: "#4caf50", Verdict.ALLOWED: "#ffb300", Verdict.INVALID: "#e53935",
                    Verdict.NO_EVIDENCE: "#9e9e9e"}
-VERDICT_LEVEL = {verdict: level for level, verdict in enumerate(VERDICT_COLOURS)}
+#: keyed by text: a Verdict is its text (a StrEnum), so a manifest's "valid" finds its level
+VERDICT_LEVEL: dict[str, int] = {verdict: level for level, verdict in enumerate(VERDICT_COLOURS)}
 
 
 def verdict_grid(ax, cells: Mapping[tuple[str, str], tuple[str, str]], title: str | None = None) -> None:
