@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lab.cli.common import UsageError, design_parts
-from lab.design.registry import REGISTRY, design_module
+from lab.cli.common import UsageError, declared_part, design_parts
+from lab.design.registry import REGISTRY
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -62,7 +62,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             raise UsageError(str(e)) from None
     elif args.bench in REGISTRY:
         try:
-            results = design_module(args.bench, "bench").run(args)
+            results = declared_part(args.bench, "bench").run(args)
         except ValueError as e:  # a bad flag
             raise UsageError(str(e)) from None
     else:

@@ -25,7 +25,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _names(text: str | None) -> list[str] | None:
-    return None if text is None else [name.strip() for name in text.split(",") if name.strip()]
+    return None if text is None else _list(text)
+
+
+def _list(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
 
 
 def cmd_brokers(args: argparse.Namespace) -> int:
@@ -37,7 +41,7 @@ def cmd_brokers(args: argparse.Namespace) -> int:
         if not is_peer(name):
             raise UsageError(f"--brokers {name}: not a real broker (`lab backends` lists them: redis, rabbitmq, "
                              f"nats, beanstalkd)")
-    matrix = run_brokers(brokers, _names(args.designs), _names(args.workloads), args.seeds, args.out,
+    matrix = run_brokers(brokers, _names(args.designs), _list(args.workloads), args.seeds, args.out,
                          not args.no_progress)
     lines = table(matrix.rows)
     text = grid(lines) + "\n\n" + answer(lines) + "\n\n" + markdown(lines) + "\n"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from lab.design.peer import Peer
 from lab.design.registry import REGISTRY, UnknownBackend, backend_class, problems
 from lab.workloads.spec import load_workload
 
@@ -24,7 +25,7 @@ def cmd_backends(args: argparse.Namespace) -> int:
         print(f"{name}: {cls.summary}")
         print(f"    from: {REGISTRY[name].where}")
         print(f"    worlds: {', '.join(cls.worlds)}")
-        if cls.is_peer:  # a real broker (lab.design.peer): the build the lab would run
+        if issubclass(cls, Peer):  # a real broker (is_peer): the build the lab would run
             print(f"    broker: {cls.binary} from the Debian package {cls.package} {cls.version()}")
         defaults = cls.check_options({})
         print("    promises (default options; a run is judged by its own):")

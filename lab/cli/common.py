@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import Any, Iterator
 
 import yaml
 
@@ -88,7 +89,16 @@ def yaml_file(flag: str, path: Path) -> Any:
         raise UsageError(f"{flag} {path}: not YAML: {e}") from None
 
 
-def design_parts(part: str):
+def declared_part(name: str, part: str) -> ModuleType:
+    """Design ``name``'s ``part`` module, where the parser offered the design for that part
+    (``design_parts``: it declares one)."""
+    module = design_module(name, part)
+    if module is None:
+        raise UsageError(f"{name} declares no {part} part")
+    return module
+
+
+def design_parts(part: str) -> Iterator[tuple[str, ModuleType]]:
     """(name, module) of every registered design that has a ``part`` module."""
     for name in REGISTRY:
         try:

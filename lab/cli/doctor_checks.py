@@ -140,12 +140,13 @@ def fuse() -> Check:
 def brokers() -> list[Check]:
     """Each real broker's server, looked up by its peer's own ``executable()``: the lookup
     that starts it."""
-    from lab.design.peer import MissingBinary
+    from lab.design.peer import MissingBinary, Peer
     from lab.design.registry import backend_class, peers
 
     checks = []
     for name in peers():
         cls = backend_class(name)
+        assert issubclass(cls, Peer)  # peers() names the designs that are (is_peer)
         needed_by = f"the {name} peer (lab brokers, live matrix)"
         try:
             checks.append(Check(name, True, cls.executable(), needed_by, False))

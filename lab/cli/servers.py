@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from lab.cli.common import UsageError, design_parts
-from lab.design.registry import design_module
+from lab.cli.common import UsageError, declared_part, design_parts
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -31,7 +30,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     plant_from_environment(args.design)  # the test hook QUEUE_LAB_MUTANT: off unless set
     try:
-        design_module(args.design, "serve").serve(args)
+        declared_part(args.design, "serve").serve(args)
     except ValueError as e:
         raise UsageError(str(e)) from None
     except OSError as e:  # the port is taken, the folder is not writable...
@@ -42,7 +41,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_cluster(args: argparse.Namespace) -> int:
     try:
-        return design_module(args.design, "cluster").run(args)
+        return declared_part(args.design, "cluster").run(args)
     except ValueError as e:  # a bad flag, a node that did not start
         raise UsageError(str(e)) from None
     except OSError as e:  # the folder is not writable...
@@ -51,7 +50,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
 def cmd_design_tool(args: argparse.Namespace) -> int:
     try:
-        return design_module(args.command, "tools").run(args)
+        return declared_part(args.command, "tools").run(args)
     except ValueError as e:  # a missing file, a file of the wrong kind
         raise UsageError(str(e)) from None
 

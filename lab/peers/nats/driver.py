@@ -39,6 +39,7 @@ from lab.design import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, DISK_LOSS, 
                         Runtime, Unreachable, choice, whole)
 from lab.design.peer import Launch, MissingBinary, Peer, Place
 from lab.design import Parts
+from lab.design.options import Checked
 
 DURABLE = "lab"
 DEFAULT_SYNC = "2m"  # the server's own: stream.go sets SyncInterval = 2 * time.Minute for file streams
@@ -52,14 +53,18 @@ def sync_seconds(value: str) -> float | None:
     """A ``sync_interval`` in seconds; None for ``always`` (an fsync before every PubAck)."""
     if value == "always":
         return None
-    amount, unit = _DURATION.match(value).groups()
+    match = _DURATION.match(value)
+    if match is None:
+        raise ValueError(f"not always or a duration: {value!r}")
+    amount, unit = match.groups()
     return int(amount) * _UNITS[unit]
 
 
 def _sync_interval(value: Any) -> str:
     if not isinstance(value, str) or not (value == "always" or _DURATION.match(value)):
         raise ValueError("not always or a duration")
-    if value != "always" and sync_seconds(value) <= 0:
+    seconds = sync_seconds(value)  # None: always
+    if seconds is not None and seconds <= 0:
         raise ValueError("not a positive duration")
     return value
 
@@ -257,7 +262,7 @@ class NatsPeer(Peer):
         self.recovery_s = self.options["ack_wait_ms"] / 1000 + 1.0
 
     @classmethod
-    def check_options(cls, options: Mapping[str, Any] | None, world: str | None = None) -> dict[str, Any]:
+    def check_options(cls, options: Mapping[str, Any] | None, world: str | None = None) -> Checked:
         """The declared options, and those the installed binary cannot take refused in one line
         naming its version (asked once): ``sync_interval`` other than the default and
         ``ack=none`` need 2.10 on."""

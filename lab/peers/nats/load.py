@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable, Coroutine
 
 from lab.design import Rejected, Unreachable
 from lab.design.load import LoadClient, LoadPart, Refused, Targets, target
@@ -65,7 +65,7 @@ class Loop:
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
 
-    def call(self, make: Callable[[], Awaitable[Any]], timeout: float) -> Any:
+    def call(self, make: Callable[[], Coroutine[Any, Any, Any]], timeout: float) -> Any:
         """Run ``make()`` on the loop; its result, or its exception. TimeoutError (outcome
         unknown) if it has not finished within ``timeout`` s: it is cancelled then."""
         box: dict[str, Any] = {}
@@ -159,7 +159,7 @@ class NatsLoadClient(LoadClient):
         options = {"timeout": self.timeout, "ack": options.get("ack", "explicit")}
         self.client = NatsClient(_Peer(address, options), _Rt(), reliable)  # type: ignore[arg-type]
 
-    def _call(self, make: Callable[[], Awaitable[Any]], wait: float = 0.0) -> Any:
+    def _call(self, make: Callable[[], Coroutine[Any, Any, Any]], wait: float = 0.0) -> Any:
         try:
             # the client's own timeouts come first; this one only keeps a user from hanging
             return self.loop.call(make, 2 * self.timeout + wait + 1.0)

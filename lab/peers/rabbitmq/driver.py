@@ -27,13 +27,16 @@ import asyncio
 import socket
 import subprocess
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from lab.design import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, DISK_LOSS, FIFO, FIFO_PER_CONSUMER, HOLDERS, NO_ORDER,
                         TIMEOUT, Allowance, Delivery, Option, Promises, QueueClient, Rejected, Runtime, Unreachable,
                         choice, whole)
 from lab.design.peer import Launch, MissingBinary, Peer, Place
 from lab.design import Parts
+
+if TYPE_CHECKING:
+    from pamqp.common import Arguments  # a queue's arguments, as aio_pika (on pamqp) takes them
 
 BIN = Path("/usr/lib/rabbitmq/bin")
 QUEUE_TYPES = ("classic", "quorum")
@@ -330,7 +333,7 @@ class RabbitmqPeer(Peer):
         import aio_pika
 
         host, port = self.address(None)
-        arguments = {"x-queue-type": "quorum"} if self.options["queue_type"] == "quorum" else None
+        arguments: Arguments = {"x-queue-type": "quorum"} if self.options["queue_type"] == "quorum" else None
         connection = await aio_pika.connect(host=host, port=port, timeout=10)
         async with connection:
             channel = await connection.channel()
