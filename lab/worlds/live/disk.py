@@ -23,6 +23,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from lab.design.runtime import Handle
 from lab.worlds.shared import checked_relative
 
 
@@ -300,8 +301,9 @@ class FileStore:
     def rename(self, src: str, dst: str) -> None:
         os.replace(self.path / src, self.path / dst)
 
-    def fsync(self, handle: PlainFile) -> None:
+    def fsync(self, handle: Handle) -> None:
         """Blocks until the file is on disk (returns None: nothing left to wait for)."""
+        assert isinstance(handle, PlainFile)  # a handle this store opened (the Store port's rule)
         os.fsync(handle.fd)
 
     def sync_names(self) -> None:
