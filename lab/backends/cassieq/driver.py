@@ -33,7 +33,7 @@ from lab.design import Backend, Delivery, QueueClient, Rejected
 from lab.backends.cassieq.core.model import DEFAULT_FINALIZE_SECONDS, DEFAULT_REPAIR_POLL_SECONDS
 from lab.backends.cassieq.core.repair import START_JITTER_SECONDS
 from lab.design import TIMEOUT, Option, number, whole
-from lab.design import Boot, Connection, Runtime
+from lab.design import Boot, Connection, Runtime, World
 from lab.design import ANY_FAULT, AT_LEAST_ONCE, CUT, DISK_LOSS, HOLDERS, NO_ORDER, Allowance, Promises
 from lab.design import HttpReply, ResponseReader, encode_request
 
@@ -232,7 +232,7 @@ class CassieqBackend(Backend):
                "a probability from 0 to 1", _probability, 0.0, only_in=_sim),
     )
 
-    def __init__(self, world, options=None):
+    def __init__(self, world: World, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(world, options)
         self.store = self.options["store"]
         self.api = [f"api-{i}" for i in range(self.options["api_nodes"])]
@@ -291,8 +291,10 @@ class CassieqBackend(Backend):
         index = self.api.index(node)
 
         async def boot_api(rt: Runtime) -> None:
+            from lab.backends.cassieq.core.store import CassStore
             from lab.backends.cassieq.node import boot_cassieq
 
+            store: CassStore
             if store_url == "cassandra":
                 from lab.backends.cassieq.core.store import StoreError
                 from lab.design.worlds import SimCassandraStore

@@ -46,7 +46,7 @@ class IdealClient(QueueClient):
             raise Rejected(f"release of unknown xid {delivery.token}")
 
 
-def _service_spec(value: object) -> str:
+def _service_spec(value: Any) -> str:
     """The spec as given (options stay plain values, for manifests), once it parses."""
     ServiceTime.parse(value)  # ServiceModelError (a ValueError) says what is wrong
     return value

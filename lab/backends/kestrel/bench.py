@@ -136,6 +136,7 @@ class Memcached:
             except OSError:
                 if time.monotonic() > deadline or self.proc.poll() is not None:
                     self.proc.kill()
+                    assert self.proc.stderr is not None  # stderr=PIPE
                     raise RuntimeError(f"memcached did not start: {self.proc.stderr.read().strip()}") from None
                 time.sleep(0.05)
 

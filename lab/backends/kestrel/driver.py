@@ -19,7 +19,7 @@ from lab.design import Backend, Delivery, QueueClient, Rejected
 from lab.backends.kestrel.config import QUEUE_OPTIONS, ServerConfig, config_from_mapping
 from lab.backends.kestrel.wire.client import ReplyReader, encode_get, encode_set, get_key
 from lab.design import TIMEOUT, Option, whole
-from lab.design import Boot, Connection, Runtime
+from lab.design import Boot, Connection, Runtime, World
 from lab.design import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, DISK_LOSS, FIFO, FIFO_PER_CONSUMER, FSYNC_MARGIN_S, HOLDERS, Allowance, Promises)
 
 SERVER = "kestrel"
@@ -128,7 +128,7 @@ class KestrelBackend(Backend):
                default_text="unlimited"),
     )
 
-    def __init__(self, world, options=None):
+    def __init__(self, world: World, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(world, options)
         queue_options = {k: v for k, v in self.options.items() if k not in ("timeout", "maxOpenTransactions")}
         self.config: ServerConfig = config_from_mapping(

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 from pymemcache.client.base import _readline
 from pymemcache.exceptions import (MemcacheClientError, MemcacheServerError, MemcacheUnexpectedCloseError,
@@ -69,7 +69,7 @@ class _Refusals:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind, error, traceback) -> bool:
+    def __exit__(self, kind, error, traceback) -> Literal[False]:
         if error is None or isinstance(error, MemcacheUnexpectedCloseError):
             return False  # a cut connection: the outcome is unknown
         for refusal, reply in _REPLIES:
@@ -89,7 +89,7 @@ class _Guarded(_Refusals):
         super().__init__(what)
         self.memcache = memcache
 
-    def __exit__(self, kind, error, traceback) -> bool:
+    def __exit__(self, kind, error, traceback) -> Literal[False]:
         if error is not None and not isinstance(error, Exception):
             self.memcache.close()
         return super().__exit__(kind, error, traceback)
@@ -108,7 +108,8 @@ def read_monitor(memcache: KestrelMemcacheClient, queue: str, seconds: int, max_
         sock = memcache.sock
         assert sock is not None
         sock.sendall(b"monitor %s %d %d\r\n" % (key, seconds, max_items))
-        buf, bodies = b"", []
+        buf = b""
+        bodies: list[bytes] = []
         while True:
             buf, line = _readline(sock, buf)
             memcache._raise_errors(line, b"monitor")

@@ -85,9 +85,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for name, options in SETTINGS.items():
                 print(f"latency: {name}, {world} world, run {r + 1}/{repeats}", flush=True)
                 runs[name].append(run_workload(steady, "primer", world, progress=False, options=options))
-        for name, results in runs.items():
+        for name, done in runs.items():
             latency.setdefault(name, {})[world] = {
-                key: statistics.median(v for v in (_measured(res, op, stat) for res in results) if v is not None)
+                key: statistics.median(v for v in (_measured(res, op, stat) for res in done) if v is not None)
                 for key, op, stat in (("put_p50_ns", "put", "p50_ns"), ("put_p99_ns", "put", "p99_ns"),
                                       ("e2e_p50_ns", "e2e", "p50_ns"), ("e2e_p99_ns", "e2e", "p99_ns"))}
 

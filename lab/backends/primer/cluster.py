@@ -106,7 +106,8 @@ def _wait_ready(name: str, proc: ServerProcess) -> None:
         proc.wait_ready()
     except RuntimeError:
         lines = [line for line in proc.log().splitlines() if line.strip()]
-        said = lines[-1].strip() if lines else f"exit code {proc.proc.poll()}"
+        code = proc.proc.poll() if proc.proc is not None else None
+        said = lines[-1].strip() if lines else f"exit code {code}"
         raise ValueError(f"{name} did not start: {said} (log: {proc.log_path})") from None
 
 
@@ -125,16 +126,15 @@ def _watch(processes: dict[str, ServerProcess], stop: threading.Event) -> None:
         for name, proc in processes.items():
             if name not in reported and not proc.running:
                 reported.add(name)
-                print(f"lab: {name} (pid {proc.pid}) exited with code {proc.proc.returncode}", file=sys.stderr,
-                      flush=True)
+                code = proc.proc.returncode if proc.proc is not None else None
+                print(f"lab: {name} (pid {proc.pid}) exited with code {code}", file=sys.stderr, flush=True)
 
 
 def _stop_all(processes: dict[str, ServerProcess]) -> None:
     """SIGTERM every running node at once, then wait for each; kill -9 one that takes too
     long. One SIGTERM each: a second could land after a node's handler is gone."""
     for proc in processes.values():
-        if proc.running:
-            proc.proc.send_signal(signal.SIGTERM)
+        proc.signal_stop()  # SIGTERM to a running node (none is paused here)
     deadline = time.monotonic() + STOP_GRACE  # one deadline for all: they stop side by side
     for proc in processes.values():
         if proc.proc is None:

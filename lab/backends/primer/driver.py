@@ -23,9 +23,10 @@ from lab.design import Parts
 from lab.design import Backend, Delivery, QueueClient, Rejected
 from lab.design import BadOption
 from lab.design import TIMEOUT, Option, choice, number, whole
+from lab.design.options import Checked
 from lab.backends.primer.core.config import HEARTBEAT_S, SUSPECT_AFTER_S
 from lab.backends.primer.core.membership import DOWN
-from lab.design import Boot, Connection, Runtime
+from lab.design import Boot, Connection, Runtime, World
 from lab.design import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, DISK_LOSS, HOLDERS, NO_ORDER, Allowance, Promises)
 from lab.design import HttpReply, ResponseReader, encode_request
 
@@ -124,7 +125,7 @@ class PrimerBackend(Backend):
     )
 
     @classmethod
-    def check_options(cls, options: Mapping[str, Any] | None, world: str | None = None) -> dict[str, Any]:
+    def check_options(cls, options: Mapping[str, Any] | None, world: str | None = None) -> Checked:
         checked = super().check_options(options, world)
         if checked["replicas"] > checked["nodes"]:
             raise BadOption(f"backend 'primer': option replicas={checked['replicas']}: must be at most "
@@ -156,7 +157,7 @@ class PrimerBackend(Backend):
                                     scope=CUT))
         return Promises(f"primer with {setting}, at-most-once consumers", AT_MOST_ONCE, NO_ORDER, tuple(allowances))
 
-    def __init__(self, world, options=None):
+    def __init__(self, world: World, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(world, options)
         self.nodes = node_names(self.options["nodes"])
         self.booted: list = []  # PrimerNode, one per boot in this process (sim)

@@ -54,8 +54,11 @@ async def primer_node(name: str, *, peers: Mapping[str, tuple[str, int]] | None 
         config = NodeConfig(name, peers=tuple(peers), **settings)
     except PrimerError as e:  # a bad node name: a bad setting like any other
         raise ValueError(str(e)) from None
-    temporary = tempfile.TemporaryDirectory(prefix="primer-") if data_dir is None else None
-    folder = Path(temporary.name if temporary is not None else data_dir)
+    temporary = None
+    if data_dir is None:
+        temporary = tempfile.TemporaryDirectory(prefix="primer-")
+        data_dir = temporary.name
+    folder = Path(data_dir)
     folder.mkdir(parents=True, exist_ok=True)
     bind = {"peer": (host, peer_port)}
     if port is not None:

@@ -76,6 +76,7 @@ async def _try_get_claiming_locally(self: Queues, queue: str, at_most_once: bool
             return None
         order, message_id = picked
         added = self.index.known(message_id, queue)
+        assert added is not None  # _next picks a live message, which the index knows
         answers: list[str] = []
         mine_first = sorted(added.replicas, key=lambda r: r != self.name)  # the bug: not the replicas' order
         for replica in mine_first:

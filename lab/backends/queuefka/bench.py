@@ -18,7 +18,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from lab.backends.queuefka import Reader, Writer
 
@@ -132,7 +132,7 @@ def _bench(scratch: Path, records: int, repeats: int) -> dict:
     for _ in range(repeats):  # round-robin: a noisy neighbour hits every case alike
         for name, fn in cases.items():
             runs[name].append(_timed(fn))
-    results = {"records": records, "payload_bytes": len(PAYLOAD), "segment_hint": HINT, "batch": BATCH,
+    results: dict[str, Any] = {"records": records, "payload_bytes": len(PAYLOAD), "segment_hint": HINT, "batch": BATCH,
                "repeats": repeats, "original_ns": ORIGINAL_NS, "cases": {}}
     print(f"{'case':<24}{'ns/op':>10}{'vs original':>14}   goal")
     for name, samples in runs.items():

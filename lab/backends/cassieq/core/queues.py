@@ -19,6 +19,7 @@ Deliberate fixes over the original, each noted where it is made:
 
 from __future__ import annotations
 
+import builtins
 import logging
 from dataclasses import dataclass, replace
 from typing import Awaitable, Callable
@@ -84,7 +85,7 @@ class Queues:
         rows = await self.store.read_partition("queue", {"account_name": self.account})
         return [d for d in map(QueueDefinition.from_row, rows) if d.status is status]
 
-    async def names(self) -> list[str]:
+    async def names(self) -> builtins.list[str]:  # builtins: ``list`` here is the method above
         return [d.queue_name for d in await self.list()]
 
     async def size(self, definition: QueueDefinition) -> int:

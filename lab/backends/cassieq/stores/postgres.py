@@ -71,7 +71,7 @@ class PostgresStore(SqlStore):
             self._connection = connection
             return connection
 
-    async def _run(self, sql: str, params: Sequence[Any]) -> tuple[list[Sequence[Any]], int]:
+    async def _run(self, sql: str, params: Sequence[Any]) -> tuple[Sequence[Sequence[Any]], int]:
         try:
             connection = self._connection
             if connection is None or connection.closed:

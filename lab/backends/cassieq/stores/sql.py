@@ -142,7 +142,7 @@ class SqlStore:
         self._sql = SqlText(self.dialect)
         self._layout: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] = {}
 
-    async def _run(self, sql: str, params: Sequence[Any]) -> tuple[list[Sequence[Any]], int]:
+    async def _run(self, sql: str, params: Sequence[Any]) -> tuple[Sequence[Sequence[Any]], int]:
         raise NotImplementedError
 
     def create_statements(self) -> list[str]:

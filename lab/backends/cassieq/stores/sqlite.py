@@ -78,7 +78,7 @@ class SQLiteStore(SqlStore):
         except sqlite3.Error as error:
             raise StoreError(f"cannot open the SQLite store {self.path}: {error}") from error
 
-    async def _run(self, sql: str, params: Sequence[Any]) -> tuple[list[Sequence[Any]], int]:
+    async def _run(self, sql: str, params: Sequence[Any]) -> tuple[Sequence[Sequence[Any]], int]:
         try:
             cursor = self._db.execute(sql, params)
             rows = cursor.fetchall()

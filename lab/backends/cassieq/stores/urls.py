@@ -28,7 +28,7 @@ def parse_store_url(url: str) -> StoreUrl:
     scheme = match.group(1).lower() if match else None
     if not text:
         raise ValueError(f"an empty store URL; accepted: {ACCEPTED}")
-    if scheme is None:
+    if match is None:  # no scheme
         return StoreUrl("sqlite", text)
     rest = text[match.end():]
     if scheme == "memory" and rest in ("", "//"):

@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Iterator, Mapping
 
 from lab.backends.kestrel.core.journal_records import (XID, Add, BrokenRecord, Continue, Item, Record, Truncated,
                                                        addx, decode, iter_records)
-from lab.design.runtime import Store
+from lab.design.runtime import Handle, Store
 
 log = logging.getLogger(__name__)
 
@@ -109,12 +109,12 @@ class JournalCursor:
 
     def _load(self, end: int, size: int) -> None:
         j = self.journal
-        shared = self.file == j.name and j._handle is not None
-        handle = j._handle if shared else j.store.open_read(self.file)
+        shared = j._handle if self.file == j.name else None  # the journal's own open file
+        handle = shared if shared is not None else j.store.open_read(self.file)
         try:
             self._buf = handle.read(self.offset, min(end - self.offset, max(size, 1)))
         finally:
-            if not shared:
+            if shared is None:
                 handle.close()
         self._buf_at = self.offset
 
@@ -129,7 +129,7 @@ class Journal:
         self.name = name
         self.sync = sync or SyncPolicy()
         self.clock_ms = clock_ms
-        self._handle = None
+        self._handle: Handle | None = None
         self._dirty = False
         self._cursors: list[JournalCursor] = []
         self.pending_pack: tuple[str, int] | None = None  # (temporary file, ms) awaiting its fsync
@@ -197,16 +197,17 @@ class Journal:
                     handle.close()
 
     # -------------------------------------------------------------- writing
-    def open(self) -> None:
+    def open(self) -> Handle:
+        """The journal's file, open for appending (opened on first use)."""
         if self._handle is None:
             self._handle = self.store.open(self.name)
+        return self._handle
 
     def _append(self, data: bytes) -> None:
-        if self._handle is None:
-            self.open()
-        self._handle.append(data)
+        handle = self.open()
+        handle.append(data)
         if self.sync.kind == "always":
-            self.store.fsync(self._handle)
+            self.store.fsync(handle)
         else:
             self._dirty = True
 

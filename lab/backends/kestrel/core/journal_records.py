@@ -146,7 +146,9 @@ def decode(buf: bytes | memoryview, pos: int, now_ms: int) -> tuple[Record, int]
     if op in (4, 5, 6, 9):
         _need(buf, start, pos, 4)
         xid = _I32.unpack_from(buf, pos)[0]
-        cls = {4: SaveXid, 5: Unremove, 6: ConfirmRemove, 9: RemoveTentative}[op]
+        kinds: dict[int, type[SaveXid | Unremove | ConfirmRemove | RemoveTentative]] = {
+            4: SaveXid, 5: Unremove, 6: ConfirmRemove, 9: RemoveTentative}
+        cls = kinds[op]
         return cls(xid), pos + 4
     if op in (7, 8):
         _need(buf, start, pos, 4)

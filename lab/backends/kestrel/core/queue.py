@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from lab.backends.kestrel.config import QueueConfig
-from lab.backends.kestrel.core.journal import Journal, SyncPolicy
+from lab.backends.kestrel.core.journal import Journal, JournalCursor, SyncPolicy
 from lab.backends.kestrel.core.journal_records import (Add, ConfirmRemove, Continue, Item, Remove, RemoveTentative,
                                                   SaveXid, Unremove)
 from lab.design.runtime import Runtime
@@ -72,7 +72,7 @@ class KestrelQueue:
         self.waiters: deque[_Waiter] = deque()
         self.closed = False
         self.children: list[str] = []  # fanout children, for stats
-        self.read_behind = None  # a JournalCursor while items live only in the journal
+        self.read_behind: JournalCursor | None = None  # while items live only in the journal
         self._replay_at: tuple[str, int] | None = None  # the record being replayed, at start-up
         self._rewrite_ok_ms = 0
         self.journal: Journal | None = None

@@ -175,7 +175,10 @@ def encode(record: Record) -> bytes:
         meta[name] = list(value) if field_kind == _NAMES else value
     meta_bytes = json.dumps(meta, separators=(",", ":"), sort_keys=True, ensure_ascii=False,
                             allow_nan=False).encode()
-    payload = bytes(record.payload) if kind.has_payload else b""
+    payload = b""
+    if kind.has_payload:
+        assert isinstance(record, (Put, Append))  # the kinds that have one
+        payload = bytes(record.payload)
     if len(meta_bytes) > MAX_META:
         raise ValueError(f"{type(record).__name__}: {len(meta_bytes)} bytes of meta, over the {MAX_META} limit")
     if len(payload) > MAX_PAYLOAD:

@@ -210,8 +210,8 @@ class Queues:
             _, order, message_id = heapq.heappop(deferred)
             added = self.index.known(message_id, queue)
             if added is not None:
-                heap = self.local if self.name in added.replicas else self.remote
-                heapq.heappush(heap.setdefault(queue, []), (order, message_id))
+                into = self.local if self.name in added.replicas else self.remote
+                heapq.heappush(into.setdefault(queue, []), (order, message_id))
         live = self.index.live(queue)
         for heaps in (self.local, self.remote):
             heap = heaps.get(queue)
@@ -231,6 +231,7 @@ class Queues:
                 return None
             order, message_id = picked
             added = self.index.known(message_id, queue)
+            assert added is not None  # _next picks a live message, which the index knows
             answers: list[str] = []
             for replica in added.replicas:
                 if not self.membership.up(replica):

@@ -118,6 +118,7 @@ class Parser:
             raise self.expected("when or to")
         self.expect("to")
         target_token = self.peek()
+        parts: tuple[str | int, ...]
         if self.at("drop"):
             self.advance()
             target, parts = None, ()

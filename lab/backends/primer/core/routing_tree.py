@@ -180,8 +180,8 @@ class Compare(Condition):
 
 @dataclass(frozen=True)
 class Contains(Condition):
-    left: Node = field(default=None)  # type: ignore[assignment]
-    right: Node = field(default=None)  # type: ignore[assignment]
+    left: Node
+    right: Node
 
     def evaluate(self, message: Message) -> bool:
         whole, part = self.left.evaluate(message), self.right.evaluate(message)
@@ -196,8 +196,8 @@ class Contains(Condition):
 
 @dataclass(frozen=True)
 class Matches(Condition):
-    left: Node = field(default=None)  # type: ignore[assignment]
-    regex: re.Pattern[str] = field(default=None, compare=False)  # type: ignore[assignment]
+    left: Node
+    regex: re.Pattern[str] = field(compare=False)
 
     def evaluate(self, message: Message) -> bool:
         text = self.left.evaluate(message)
@@ -206,7 +206,7 @@ class Matches(Condition):
 
 @dataclass(frozen=True)
 class In(Condition):
-    left: Node = field(default=None)  # type: ignore[assignment]
+    left: Node
     items: tuple[Node, ...] = ()
 
     def evaluate(self, message: Message) -> bool:
@@ -216,7 +216,7 @@ class In(Condition):
 
 @dataclass(frozen=True)
 class Not(Condition):
-    operand: Node = field(default=None)  # type: ignore[assignment]
+    operand: Node
 
     def evaluate(self, message: Message) -> bool:
         return self.operand.evaluate(message) is not True
@@ -251,8 +251,8 @@ class Rule:
     line: int
     pattern: str
     target: str | None
-    condition: Node | None = field(default=None, repr=False)
-    glob: re.Pattern[str] = field(default=None, repr=False, compare=False)  # type: ignore[assignment]
+    condition: Node | None = field(repr=False)
+    glob: re.Pattern[str] = field(repr=False, compare=False)
     #: the target in pieces: a literal, or the glob's group number (0: the whole queue name)
     parts: tuple[str | int, ...] = field(default=(), repr=False)
 

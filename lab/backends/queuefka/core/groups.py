@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import re
 import struct
-from typing import Any
+from typing import Any, Sequence
 
 from lab.backends.queuefka.core.batch import parse
 from lab.backends.queuefka.core.framing import frame, segment_base, segment_name
@@ -94,25 +94,26 @@ class CommittedOffset:
         if parsed.end < len(data):  # a torn commit: never acknowledged, so drop it
             self._file.truncate(parsed.end)
 
-    def commit(self, address: int, handed: int | None = None, pending: list[tuple[int, int]] = ()) -> None:
+    def commit(self, address: int, handed: int | None = None, pending: Sequence[tuple[int, int]] = ()) -> None:
         """Record ``address`` durably (fsync requested before this returns), with — when
         ``handed`` is given — how far records were handed out and the ranges below it not
         acknowledged (too many of them: the address alone, which only redelivers more)."""
         self._finish_compaction()
-        created = self._file is None
-        if created:
-            self._file = self.store.open(self.name)
-        pending = list(pending)
-        if handed is None or len(pending) > _MAX_STATE:
-            handed, pending = None, []
-        numbers = [address] if handed is None else [address, handed, *(n for r in pending for n in r)]
+        file = self._file
+        created = file is None
+        if file is None:
+            file = self._file = self.store.open(self.name)
+        ranges = list(pending)
+        if handed is None or len(ranges) > _MAX_STATE:
+            handed, ranges = None, []
+        numbers = [address] if handed is None else [address, handed, *(n for r in ranges for n in r)]
         record = b"".join(map(_ADDRESS.pack, numbers))
-        self._file.append(frame(record))
-        self.store.fsync(self._file)
+        file.append(frame(record))
+        self.store.fsync(file)
         if created:
             self.store.sync_names()  # the group's existence is durable too
-        self.address, self.handed, self.pending, self._record = address, handed, pending, record
-        if self._compaction is None and self._file.size() >= self._compact_at:
+        self.address, self.handed, self.pending, self._record = address, handed, ranges, record
+        if self._compaction is None and file.size() >= self._compact_at:
             self._start_compaction(record)
 
     # Compaction in two steps, so it never has to wait for an fsync: write the latest
@@ -135,6 +136,7 @@ class CommittedOffset:
         if self._compaction is None:
             return
         temporary, fsync, record = self._compaction
+        assert self._file is not None  # a compaction starts at a commit to the file
         if fsync is not None and not fsync.done():
             return
         if record != self._record:  # a commit came meanwhile: the copy is stale, try again later

@@ -141,12 +141,14 @@ class Reader:
             if not self.store.exists(segment_name(self._base)):
                 return False
             self._open(self._base, self._buf_off + self._pos)
+        file = self._file
+        assert file is not None  # open: its segment exists
         offset = self._buf_off + self._pos
         partial = len(self._buf) - self._pos
         want = self.chunk_size
         if partial >= HEADER_SIZE:  # a record bigger than the buffer: read all of it
             want = max(want, HEADER_SIZE + HEADER.unpack_from(self._buf, self._pos)[0])
-        data = self._file.read(offset, want)
+        data = file.read(offset, want)
         if len(data) > partial:
             self._buf, self._buf_off, self._pos = data, offset, 0
             return True
@@ -159,6 +161,7 @@ class Reader:
             return False  # the end of the log, or a record not complete yet
         # The writer finishes a segment before it creates the next, so once a later one
         # is listed this size is final: bytes appended since our read come first.
+        assert self._file is not None  # the segment just read
         if self._file.size() > end + partial:
             return self._fill()
         here = self._base + end

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -61,8 +61,16 @@ class FsyncPolicy:
                 except ValueError:
                     break
                 if amount > 0:
-                    return cls("interval", **{field: amount})
+                    return cls("interval", every_ms=amount) if field == "every_ms" else cls("interval", every_records=int(amount))
         raise ValueError(f"fsync policy {value!r}: use never, always, <N>ms or <N>records")
+
+
+@runtime_checkable
+class LockingStore(Protocol):
+    """A store that locks its folder for one writer (``lab.worlds.live.disk.FileStore``)."""
+
+    def lock(self) -> Any: ...
+    def unlock(self, token: Any) -> None: ...
 
 
 class WriteError(OSError):
@@ -109,7 +117,7 @@ class Writer:
         self._last_sync = clock()
         self._rotate_pending = False
         self._closed = False
-        self._lock_token = self.store.lock() if hasattr(self.store, "lock") else None
+        self._lock_token = self.store.lock() if isinstance(self.store, LockingStore) else None
         try:
             self._open_tail()
         except BaseException:
@@ -341,6 +349,6 @@ class Writer:
         self._last_sync = self._clock()
 
     def _release_lock(self) -> None:
-        if self._lock_token is not None:
+        if self._lock_token is not None and isinstance(self.store, LockingStore):  # the store it locked
             self.store.unlock(self._lock_token)
             self._lock_token = None
