@@ -9,9 +9,9 @@ its owner awaits ``settle()`` before it acknowledges anything. Pure: only the Ru
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
-from lab.design.runtime import File, Runtime
+from lab.design.runtime import File, Handle, Runtime
 
 
 class RuntimeFile:
@@ -114,12 +114,15 @@ class RuntimeStore:
 
         self.rt.spawn(close_when_synced(), name=f"close {handle.name}")
 
-    def fsync(self, handle: RuntimeFile) -> Any:
+    def fsync(self, handle: Handle) -> Any:
         """An fsync covering every byte appended so far: the task, which ``settle()``
         awaits. Group commit: while one fsync of the file runs, every request shares the
         single fsync that starts when it ends (which covers their bytes too), so N writers
         waiting on one file cost two fsyncs, not N. The file may be renamed or removed
         meanwhile: its handle stays open until the fsyncs asked for are done."""
+        # a Store is handed back the handles it opened: here, RuntimeFiles (the Store port
+        # does not tie its handles' type to the store's)
+        handle = cast(RuntimeFile, handle)
         running = handle.syncing
         if running is None or running.done():
             task = handle.syncing = self.rt.spawn(handle.file.fsync(), name=f"fsync {handle.name}")

@@ -41,11 +41,15 @@ class ServerSpec:
 
 
 class Targeted(Protocol):
-    """What a world reads of a fault it is asked about (a ``lab.workloads`` Fault)."""
+    """What a world reads of a fault it is asked about (a ``lab.workloads`` Fault): read-only,
+    so a Fault's class-wide kind and its tuple of targets fill it in."""
 
-    kind: str
-    target: Sequence[str]
-    hits_process: bool  # it strikes a node's process (pause, crash ...), not only its links
+    @property
+    def kind(self) -> str: ...
+    @property
+    def target(self) -> Sequence[str]: ...
+    @property
+    def hits_process(self) -> bool: ...  # it strikes a node's process (pause, crash ...), not only its links
 
 
 @runtime_checkable
