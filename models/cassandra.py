@@ -24,13 +24,11 @@ with the design's statements (``read``, ``insert``, ``update``... as CassieQ's
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import Any, Mapping, Protocol, Sequence, cast
 
 from lab.design.runtime import CallTimeout, RemoteError, Runtime, Unreachable
-
-if TYPE_CHECKING:
-    from models.runtime import SimRuntime
 
 #: read levels that see every acknowledged write (by their names: any enum of levels will do)
 STRONG = frozenset({"QUORUM", "LOCAL_QUORUM", "SERIAL", "LOCAL_SERIAL"})
@@ -68,17 +66,50 @@ class CassandraModel:
 _WRITES = {"insert", "update", "delete", "delete_partition", "add"}
 
 
+class _Latency(Protocol):
+    def sample_ns(self, rng: random.Random) -> int: ...
+
+
+class _Network(Protocol):
+    @property
+    def latency(self) -> _Latency: ...
+    @property
+    def rng(self) -> random.Random: ...
+
+
+class _World(Protocol):
+    @property
+    def net(self) -> _Network: ...
+
+
+class _NodeState(Protocol):
+    @property
+    def late_writes(self) -> Sequence[tuple[float, float, float]]: ...
+
+
+class StoreHost(Runtime, Protocol):
+    """What a store node reads of the node it runs on beyond the Runtime port: the late-write
+    faults in force on it, and its world's network latency (an LWT's extra round trips)."""
+
+    @property
+    def state(self) -> _NodeState: ...
+    @property
+    def world(self) -> _World: ...
+
+
 class SimCassandraNode:
     """The store node's request handler (``rt.net.serve(node.handle)``)."""
 
-    def __init__(self, rt: "SimRuntime", model: CassandraModel, replicas: Sequence[Any],
+    def __init__(self, rt: Runtime, model: CassandraModel, replicas: Sequence[Any],
                  keys: Mapping[str, Sequence[str]]):
         """``replicas``: ``model.replicas`` table stores, the same ones at every restart
         (Cassandra's commit log makes every acknowledged write durable); ``keys``: each
         table's key columns (partition, then clustering)."""
         if len(replicas) != model.replicas:
             raise ValueError(f"{len(replicas)} replicas given for a model of {model.replicas}")
-        self.rt = rt
+        # a design's boot gets the Runtime port; the worlds that boot a simulated store (the
+        # sim world, the calibration's in-process one) give its node a StoreHost
+        self.rt = cast(StoreHost, rt)
         self.model = model
         self.replicas = list(replicas)
         self.keys = keys

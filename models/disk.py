@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import simpy
 from simpy.core import SimTime
 
-from lab.design.runtime import NodeDown
+from lab.design.runtime import BytesLike, NodeDown
 from lab.worlds.shared import checked_relative
 from models.awaitables import Await
 from models.host import NodeRuntime
@@ -105,7 +105,7 @@ class SimFile:
         self._data = data
         self._disk = disk
 
-    def append(self, data: bytes) -> int:
+    def append(self, data: BytesLike) -> int:
         self._disk.check_alive()
         offset = len(self._data.data)
         self._data.data += data

@@ -11,6 +11,7 @@ import pytest
 
 from lab.design.options import BadOption
 from lab.history.record import read_samples
+from lab.experiments.run_spec import RunSpec
 from lab.experiments.runner import run
 from lab.design.service import ServiceModel, ServiceModelError, ServiceTime
 from lab.workloads.errors import WorkloadError
@@ -133,8 +134,14 @@ def test_bad_calibration_files_are_refused_by_name(tmp_path, text, error):
     path.write_text(text)
     with pytest.raises(ServiceModelError, match=error):
         ServiceModel.load(path)
+    # a workload naming it parses (the file is read once, by the run's spec), and its run is
+    # refused by name before anything runs or is written
+    workload = parse_workload({"name": "x", "messages": 1, "sim": {"calibration": str(path)}}, "<test>")
     with pytest.raises(WorkloadError, match=error):
-        parse_workload({"name": "x", "messages": 1, "sim": {"calibration": str(path)}}, "<test>")
+        RunSpec.resolve(workload, "kestrel")
+    with pytest.raises(WorkloadError, match=error):
+        run(workload, "kestrel", "sim", out=tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_calibration_file_round_trips(tmp_path):

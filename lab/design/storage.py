@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, cast
 
-from lab.design.runtime import File, Handle, Runtime
+from lab.design.runtime import BytesLike, File, Handle, Runtime
 
 
 class RuntimeFile:
@@ -24,7 +24,7 @@ class RuntimeFile:
         self.syncing: Any = None  # the fsync running on this file, if any
         self.next_sync: Any = None  # the one that starts when it ends, shared by later requests
 
-    def append(self, data: bytes) -> int:
+    def append(self, data: BytesLike) -> int:
         offset = self.file.append(data)
         self.store.touched[self.name] = self.store.rt.now()
         return offset

@@ -23,7 +23,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from lab.design.runtime import Handle
+from lab.design.runtime import BytesLike, Handle
 from lab.worlds.shared import checked_relative
 
 
@@ -35,7 +35,7 @@ class PlainFile:
         self.fd = os.open(real, os.O_RDONLY) if readonly else os.open(real, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
         self._size = os.fstat(self.fd).st_size
 
-    def append(self, data: bytes) -> int:
+    def append(self, data: BytesLike) -> int:
         """Append ``data``; returns the offset it starts at."""
         offset = self._size
         done = 0
