@@ -137,8 +137,8 @@ def response_times(case: Case, seed: int) -> np.ndarray:
     with tempfile.TemporaryDirectory() as tmp:
         result = run(workload, "ideal", "sim", out=Path(tmp) / "run", progress=False,
                      options={"service": case.service})
-        v = result.verdict  # a FIFO with overlapping puts: real-time order holds (lab.judge.order)
-        assert v.verdict == "valid" and v.reordering.inversions == 0 and v.ok == case.n, v.line()
+        v = result.check  # a FIFO with overlapping puts: real-time order holds (lab.judge.order)
+        assert v.verdict == "valid" and v.reordering.inversions == 0 and v.counts.ok == case.n, v.line()
         table = read_samples(result.samples_path, columns=["op", "outcome", "t_start_ns", "latency_ns", "delay_ns"])
     puts = table.filter(pc.equal(table["op"], "put"))
     assert puts.num_rows == case.n

@@ -148,9 +148,10 @@ class Backend(ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        # a design built on another inherits none of its parts: each runs under its own name
-        # (`lab serve NAME` of the parent would start the parent), so a class declares its own
-        if "parts" not in cls.__dict__:
+        # a design of its own name built on another inherits none of its parts: a part runs
+        # under the name it was written for (the parent's `lab serve` starts the parent); a
+        # subclass that keeps the name (a variant, a test's spy) is still that design
+        if "name" in cls.__dict__ and "parts" not in cls.__dict__:
             cls.parts = Parts()
 
     def __init__(self, world: World, options: Mapping[str, Any] | None = None):
