@@ -51,7 +51,7 @@ COLUMNS = ("seed", "faults", "verdict", "reason", "lost", "duplicated", "unexpec
 
 
 @dataclass
-class Finding:
+class SeedFinding:
     """An invalid (or error) seed: its run, its replay file and command, and its shrunk form."""
 
     run: SeedRun
@@ -71,7 +71,7 @@ class SwarmResult:
     options: dict[str, Any]
     seeds_asked: int
     runs: list[SeedRun]
-    findings: list[Finding]
+    findings: list[SeedFinding]
     wall_seconds: float
     stopped_by_budget: bool
 
@@ -149,7 +149,7 @@ def swarm(backend: str, seeds: Sequence[int], *, budget: float | None = None, jo
         jobs = jobs or len(os.sched_getaffinity(0))
         executor = InProcess() if jobs == 1 else process_pool(jobs)
     runs: list[SeedRun] = []
-    findings: list[Finding] = []
+    findings: list[SeedFinding] = []
     completed = interrupted = False
     try:
         stopped = _search(executor, jobs, schedules, backend, options, directory, deadline, progress, echo,
@@ -201,7 +201,7 @@ def progress_bar(total: int, desc: str, unit: str, progress: bool | TextIO):
 
 def _search(executor: Executor, jobs: int, schedules: dict[int, dict[str, Any]], backend: str,
             options: dict[str, Any], directory: Path, deadline: float | None, progress: bool | TextIO,
-            echo: Callable[[str], None], runs: list[SeedRun], findings: list[Finding]) -> bool:
+            echo: Callable[[str], None], runs: list[SeedRun], findings: list[SeedFinding]) -> bool:
     """Run every seed (at most ``jobs`` at a time) until done or past ``deadline``; True if
     the deadline stopped it."""
     bar = progress_bar(len(schedules), f"swarm {backend}", "seed", progress)
@@ -255,10 +255,10 @@ def _past(deadline: float | None) -> bool:
 
 
 def _finding(run: SeedRun, workload: dict[str, Any], backend: str, options: dict[str, Any],
-             directory: Path) -> Finding:
+             directory: Path) -> SeedFinding:
     path = directory / f"seed-{run.seed}.yaml"
     write_workload(path, workload, f"lab swarm: seed {run.seed} of {backend}: {run.verdict.upper()} ({run.reason})")
-    return Finding(run, path, replay_command(path, backend, run.seed, options))
+    return SeedFinding(run, path, replay_command(path, backend, run.seed, options))
 
 
 def write_workload(path: Path, workload: dict[str, Any], headline: str) -> None:
@@ -266,7 +266,7 @@ def write_workload(path: Path, workload: dict[str, Any], headline: str) -> None:
     path.write_text(f"# {headline}\n{body}")
 
 
-def _shrink_all(executor: Executor, jobs: int, findings: list[Finding], schedules: dict[int, dict[str, Any]],
+def _shrink_all(executor: Executor, jobs: int, findings: list[SeedFinding], schedules: dict[int, dict[str, Any]],
                 backend: str, options: dict[str, Any], directory: Path, deadline: float | None, max_runs: int,
                 progress: bool | TextIO, echo: Callable[[str], None]) -> bool:
     """Shrink every invalid seed, one candidate per seed in flight; True if the deadline stopped it."""
