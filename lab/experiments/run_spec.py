@@ -86,9 +86,8 @@ class RunSpec:
                 calibration: "str | Calibration | None" = None) -> "RunSpec":
         """The spec of a run of ``workload`` against design ``backend`` in ``world``;
         ``calibration`` (sim only: a file, ``none`` or one loaded) overrides the workload's
-        ``sim: calibration``. Raises
-        ``UnknownBackend``, ``BadOption`` or ``WorkloadError`` with one line saying what is
-        wrong, before anything runs or is written."""
+        ``sim: calibration``. Raises ``UnknownBackend``, ``BadOption`` or ``WorkloadError``
+        with one line saying what is wrong, before anything runs or is written."""
         if world not in WORLDS:
             raise WorkloadError(f"unknown world {world!r} (sim or live)")
         design = backend_class(backend)
@@ -97,9 +96,9 @@ class RunSpec:
                                 f"{world!r}" + (" (--world live)" if design.worlds == ("live",) else ""))
         checked = design.check_options(options, world)
         workload = workload.with_seed(workload.seed if seed is None else seed)
-        asked = calibration if calibration is not None else workload.sim.get("calibration")
-        if asked is not None and world != "sim":
+        if calibration is not None and world != "sim":  # asked for: a mistake (a workload's sim block is the sim's)
             raise WorkloadError("a calibration sets the sim world's CPU model; the live world has a real CPU")
+        asked = calibration if calibration is not None else workload.sim.get("calibration")
         return cls(workload, design, checked, design.promises(checked, workload.reliable), world,
                    Calibration.resolve(design, checked, world, asked))
 
