@@ -87,11 +87,10 @@ class Check:
     def to_dict(self) -> dict[str, Any]:
         """As a run's manifest holds it (the facts are the manifest's own: backend, options,
         workload, fault_kinds)."""
-        c = self.counts
-        return {"attempts": c.attempts, "enqueued": c.enqueued, "dequeued": c.dequeued, "ok": c.ok, "lost": c.lost,
-                "unexpected": c.unexpected, "duplicated": c.duplicated, "recovered": c.recovered,
-                "reordering": asdict(self.reordering), "examples": self.examples,
-                "explanations": explanations_to_list(self.explained), "failed": dict(c.failed),
+        counts = asdict(self.counts)
+        del counts["inversions"]  # the reordering's summary holds them
+        return {**counts, "reordering": asdict(self.reordering), "examples": self.examples,
+                "explanations": explanations_to_list(self.explained),
                 "verdict": str(self.verdict), "reason": self.reason, "valid": self.valid,
                 "broken": list(self.judgement.broken), "problem": self.judgement.problem}
 
