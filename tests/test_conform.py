@@ -113,7 +113,7 @@ from lab.design import Mutant, Patch
 from toyq.driver import ToyBackend
 
 MUTANTS = [Mutant("toyq-harmless", "toyq", "no loss", "changes nothing",
-                  (Patch(ToyBackend, "summary", ToyBackend.summary),))]
+                  (Patch(ToyBackend, "about", ToyBackend.about),))]
 """
     with installed(_toy(tmp_path, files={"toyq/mutants.py": mutants}, extra="from lab.design import Parts",
                         body='    parts = Parts(mutants="toyq.mutants")\n')):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from lab.design.about import About
 from lab.design.peer import Launch, Peer, Place
 from lab.worlds.live import LiveWorld
 from lab.worlds.live.external import AFTER_STOP_TIMEOUT, free_ports, quiet_ports
@@ -35,6 +36,7 @@ class ExitsAtOnce(Peer):
     ``epmd -kill`` against a foreign listener on its port does."""
 
     name = "exits-at-once"
+    about = About("a broker that exits as it starts (a test's)")
     binary, package = "sh", "dash"
     ports = ("main",)
     node = "broker"

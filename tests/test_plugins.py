@@ -26,11 +26,14 @@ def outside_design(root: Path, name: str = "outside", dist: str = "outside-queue
     into a package of its own under another name (no import of the lab's designs)."""
     package = name.replace("-", "_")
     driver = (IDEAL / "driver.py").read_text().replace("lab.backends.ideal.core", f"{package}.core")
-    driver = driver.replace('name = "ideal"', f'name = "{name}"').replace('colour = "#7f7f7f"', "colour = None")
+    driver = driver.replace("lab.backends.ideal.promises", f"{package}.promises")
+    driver = driver.replace('name = "ideal"', f'name = "{name}"').replace('colour="#7f7f7f"', "colour=None")
     driver = driver.replace('SERVER = "ideal-0"', f'SERVER = "{name}-0"')
-    assert f"{package}.core" in driver and f'name = "{name}"' in driver
+    assert f"{package}.core" in driver and f"{package}.promises" in driver and f'name = "{name}"' in driver
+    assert "colour=None" in driver
     return write_distribution(root, dist, version, {name: f"{package}.driver:IdealBackend"},
                               {f"{package}/__init__.py": "", f"{package}/core.py": (IDEAL / "core.py").read_text(),
+                               f"{package}/promises.py": (IDEAL / "promises.py").read_text(),
                                f"{package}/driver.py": driver})
 
 
@@ -83,6 +86,48 @@ def test_a_plugin_that_fails_to_import_is_one_line_and_breaks_nothing_else(tmp_p
         # what runs every design when not told which leaves it out, and goes on
         assert registry.usable() == registry.own() and "broken" in REGISTRY
         assert len(catalogue()) >= 17  # every design's planted bugs, the broken one's none
+
+
+OLD_STYLE = """from lab.backends.ideal.driver import IdealBackend
+from lab.design.promises import total_queue
+
+class OldBackend(IdealBackend):
+    name = "old"
+    summary = "a design written before the driver was split"
+    colour = "#123456"
+
+    @classmethod
+    def promises(cls, options, reliable):
+        return total_queue("old")
+"""
+
+
+def test_a_plugin_written_before_the_split_is_refused_with_what_to_change(tmp_path, small, capsys):
+    """Summary, colour and promises declared on the Backend itself: one line naming each change,
+    and the run refused before it writes anything."""
+    root = write_distribution(tmp_path / "site", "old-queue", "0.1", {"old": "old_queue.driver:OldBackend"},
+                              {"old_queue/__init__.py": "", "old_queue/driver.py": OLD_STYLE})
+    with installed(root):
+        with pytest.raises(UnknownBackend, match="declare these apart from the driver"):
+            backend_class("old")
+        (problem,) = [p.line() for p in registry.problems() if p.name == "old"]
+        assert "summary (now about = About(summary, colour=...))" in problem
+        assert "promises (now promised = Promised(rule, option_sets=...))" in problem
+        assert "docs/your-own-design.md" in problem
+        assert main(["run", str(small), "--backend", "old", "--no-progress", "--out", str(tmp_path / "runs")]) == 2
+        assert "declare these apart from the driver" in capsys.readouterr().err
+        assert not (tmp_path / "runs").exists()
+
+
+def test_a_design_without_about_and_a_bad_colour_are_refused_as_they_are_declared():
+    from lab.design import About, Backend
+
+    with pytest.raises(TypeError, match="declares no about"):
+        type("Nameless", (Backend,), {"name": "nameless"})
+    with pytest.raises(ValueError, match="not #rrggbb"):
+        About("a queue", colour="red")
+    with pytest.raises(ValueError, match="summary is empty"):
+        About(" ")
 
 
 def test_a_name_clash_refuses_the_newcomers_and_keeps_the_lab_own(tmp_path, capsys):

@@ -14,7 +14,7 @@ import pytest
 
 from lab.cli import main
 from lab.design import backend as backend_module
-from lab.design.promises import Promises
+from lab.design.promises import Promised, Promises
 from lab.design.registry import REGISTRY
 from lab.experiments.run_spec import RunSpec
 from lab.history.record import read_samples
@@ -43,15 +43,15 @@ def test_one_lab_run_resolves_the_design_once_and_checks_its_options_once(tmp_pa
     def counting_resolve(name):
         counts["resolved"] += running[0] and name == "kestrel"
         cls = resolve(name)
-        if name == "kestrel" and not hasattr(cls.__dict__["promises"].__func__, "counted"):
-            original = cls.__dict__["promises"].__func__
+        if name == "kestrel" and not hasattr(cls.promised.rule, "counted"):
+            original = cls.promised
 
-            def promises(cls_, options, reliable):
+            def rule(options, reliable):
                 counts["promised"] += running[0]
-                return original(cls_, options, reliable)
+                return original.under(options, reliable, cls.name)
 
-            promises.counted = True
-            monkeypatch.setattr(cls, "promises", classmethod(promises))
+            rule.counted = True
+            monkeypatch.setattr(cls, "promised", Promised(rule, original.option_sets))
         return cls
 
     def counting_check(*args, **kwargs):

@@ -30,6 +30,7 @@ from lab.workloads.fault_base import SHAPES, Cast, Fault
 from lab.workloads.faults import parse_fault
 from lab.history.record import read_samples
 from lab.experiments.runner import fault_refusal
+from lab.design.about import About
 from lab.design.runtime import Boot, Runtime
 from lab.workloads.spec import parse_workload
 
@@ -159,7 +160,7 @@ class StaleCursorQueue(IdealQueue):
 
 class StaleBackend(IdealBackend):
     name = "stale-ideal"
-    summary = "the ideal queue with a stale read cursor after a quiet spell (a test's deliberate bug)"
+    about = About("the ideal queue with a stale read cursor after a quiet spell (a test's deliberate bug)")
 
     def boot(self, node: str) -> Boot:
         async def boot(rt: Runtime) -> None:

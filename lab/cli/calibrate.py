@@ -28,7 +28,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     requests = DEFAULT_REQUESTS if args.requests is None else args.requests
     if requests < MIN_REQUESTS:
         raise UsageError(f"--requests {requests}: use {MIN_REQUESTS} or more")
-    out = args.out if args.out is not None else cls.calibration_path()
+    out = args.out if args.out is not None else cls.cpu.path(cls)
     if out is None:
         raise UsageError(f"{args.backend} has no folder of its own: give --out FILE")
     if out.is_dir() or not out.parent.is_dir():

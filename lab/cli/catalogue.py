@@ -22,7 +22,7 @@ def cmd_backends(args: argparse.Namespace) -> int:
             cls = backend_class(name)
         except UnknownBackend:
             continue  # named with the refused ones below
-        print(f"{name}: {cls.summary}")
+        print(f"{name}: {cls.about.summary}")
         print(f"    from: {REGISTRY[name].where}")
         print(f"    worlds: {', '.join(cls.worlds)}")
         if issubclass(cls, Peer):  # a real broker (is_peer): the build the lab would run

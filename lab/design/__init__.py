@@ -11,6 +11,9 @@ written against these names and nothing else of the lab:
   and ``Delivery``, and ``Rejected`` for a definite refusal; ``Parts``, where a design
   declares its server entry, load client, planted bugs, benchmark, tools and cluster
   command; the ``World`` it is started in and the ``ServerSpec`` it hands the world;
+- what a Backend declares beside its driver, each in a record of its own: ``About`` (its
+  summary and chart colour), ``Promised`` (its promises' rule and the option sets that
+  change them) and ``Cpu`` (its sim CPU model: calibration file, nodes that cost none);
 - what a design promises (``Promises``, ``Allowance`` and their words: delivery, order,
   the scopes of an allowance) and the options it takes (``Option`` with ``number``,
   ``whole``, ``choice``; ``TIMEOUT``; ``BadOption``);
@@ -29,6 +32,7 @@ store) is ``lab.design.worlds``.
 
 from __future__ import annotations
 
+from lab.design.about import About
 from lab.design.backend import PARTS, Backend, Delivery, Parts, QueueClient, Rejected, outcome_of
 from lab.design.http import JSON, Request, Response, error, json_response
 from lab.design.http_client import HttpReply, ResponseReader, encode_request
@@ -40,11 +44,11 @@ from lab.design.options import TIMEOUT, BadOption, Option, choice, number, whole
 from lab.design.registry import Registration
 from lab.design.promises import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CLOSED, CUT, DISK_LOSS, EXACTLY_ONCE, FIFO,
                                  FIFO_PER_CONSUMER, FSYNC_MARGIN_S, GRACE_S, HOLDERS, IN_FORCE, NO_ORDER, Allowance,
-                                 Promises)
+                                 Promised, Promises)
 from lab.design.runtime import (Accept, Boot, CallTimeout, Cancelled, Connection, Disk, Event, File, Handle, Handler,
                                 Network, NodeDown, ProtocolDrop, RemoteError, Runtime, Send, ServerConnection, Store,
                                 Task, Unreachable)
-from lab.design.service import ServiceModel, ServiceTime, message_bytes, message_kind, request_kind
+from lab.design.service import Cpu, ServiceModel, ServiceTime, message_bytes, message_kind, request_kind
 from lab.design.storage import RuntimeStore
 from lab.design.world import ServerSpec, World
 
@@ -55,9 +59,11 @@ __all__ = [
     "Store", "Task", "Unreachable",
     # the driver interface
     "Backend", "Delivery", "QueueClient", "Rejected", "outcome_of", "Parts", "PARTS", "ServerSpec", "World",
+    # declared beside the driver: how it is shown, what it costs in the sim
+    "About", "Cpu",
     # promises and options
     "ANY_FAULT", "AT_LEAST_ONCE", "AT_MOST_ONCE", "CLOSED", "CUT", "DISK_LOSS", "EXACTLY_ONCE", "FIFO",
-    "FIFO_PER_CONSUMER", "FSYNC_MARGIN_S", "GRACE_S", "HOLDERS", "IN_FORCE", "NO_ORDER", "Allowance", "Promises",
+    "FIFO_PER_CONSUMER", "FSYNC_MARGIN_S", "GRACE_S", "HOLDERS", "IN_FORCE", "NO_ORDER", "Allowance", "Promised", "Promises",
     "TIMEOUT", "BadOption", "Option", "choice", "number", "whole",
     # the HTTP wire, service times, message bodies
     "JSON", "HttpReply", "HttpServerConnection", "Request", "Response", "ResponseReader", "Router",

@@ -10,7 +10,10 @@ A design never asks which world it is in: it describes each server node (``serve
 ``lab serve NAME`` as a process of its own when live); a client finds its server through the
 Runtime's network (``rt.net.connect(node, port)``: simulated links, or TCP through the
 link's proxy). A design's further parts — its server entry, load client, planted bugs,
-benchmark, tools, cluster command — are declared in one place, ``Backend.parts``.
+benchmark, tools, cluster command — are declared in one place, ``Backend.parts``. What is
+not driving is declared beside the driver, each in a record with one job: ``about``
+(``About``: how people see it), ``promised`` (``Promised``: what the judge holds it to, kept
+in the design's own ``promises.py``) and ``cpu`` (``Cpu``: what its requests cost in the sim).
 
 How a client reports outcomes, which the runner turns into sample outcomes:
 returning is ``ok``; raising ``Rejected`` or ``Unreachable`` (or ``RemoteError``) is a
@@ -20,18 +23,26 @@ operation may or may not have happened.
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, fields
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
+from lab.design.about import About
 from lab.design.options import TIMEOUT, Checked, Option, check
-from lab.design.promises import Promises, total_queue
+from lab.design.promises import Promised, Promises
 from lab.design.runtime import Boot, RemoteError, Runtime, Unreachable
-from lab.design.service import ServiceModel
+from lab.design.service import Cpu
 from lab.design.world import Reach, ServerSpec, World
+
+
+#: what an older Backend declared on itself, and where it is declared now
+MOVED = {"summary": "about = About(summary, colour=...)", "colour": "about = About(summary, colour=...)",
+         "promises": "promised = Promised(rule, option_sets=...)",
+         "promise_options": "promised = Promised(rule, option_sets=...)",
+         "cpu_nodes": "cpu = Cpu(free=(nodes that cost no CPU,))",
+         "calibration_path": "cpu = Cpu(calibration=file name)", "service_model": "a Cpu subclass's model"}
 
 
 class UnknownBackend(ValueError):
@@ -124,12 +135,17 @@ class QueueClient(ABC):
 
 
 class Backend(ABC):
-    """A design, started in a world: its server nodes and a factory of clients."""
+    """A design's driver, started in a world: its server nodes, what each boots, and a
+    factory of clients. What it promises, how it is shown and what its requests cost in the
+    sim are declared beside it, each in a record of its own: ``promised``, ``about``, ``cpu``."""
 
     name: ClassVar[str]
-    summary: ClassVar[str]
-    #: the colour every chart draws the design in (None: a spare one, chosen by its name)
-    colour: ClassVar[str | None] = None
+    #: how people see it: ``lab backends``' line and the charts' colour (``lab.design.About``)
+    about: ClassVar[About]
+    #: what it promises, and the option sets that change it (``lab.design.Promised``)
+    promised: ClassVar[Promised] = Promised()
+    #: what its requests cost in the sim world (``lab.design.Cpu``)
+    cpu: ClassVar[Cpu] = Cpu()
     worlds: ClassVar[tuple[str, ...]] = ("sim", "live")
     #: its further parts (``Parts``): server entry, load client, planted bugs, benchmark, tools, cluster
     parts: ClassVar[Parts] = Parts()
@@ -137,8 +153,6 @@ class Backend(ABC):
     is_peer: ClassVar[bool] = False
     #: the options this design takes (``lab run --option KEY=VALUE``), typed and ranged
     options_declared: ClassVar[tuple[Option, ...]] = (TIMEOUT,)
-    #: the option sets that change what the design promises (``lab matrix`` runs each)
-    promise_options: ClassVar[tuple[Mapping[str, Any], ...]] = ({},)
     #: the longest the design's own recovery may take before every acknowledged message is
     #: deliverable again — a lease that runs out, a repair pass — in seconds, with these
     #: options (set it in ``__init__`` where they change it). A message waiting for it may be
@@ -148,6 +162,13 @@ class Backend(ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        moved = [f"{old} (now {new})" for old, new in MOVED.items() if old in cls.__dict__]
+        if moved:
+            # an older plug-in: one error naming each change, raised as its module is imported
+            raise TypeError(f"{cls.__qualname__}: declare these apart from the driver: {'; '.join(moved)} "
+                            f"(docs/your-own-design.md)")
+        if "name" in cls.__dict__ and not hasattr(cls, "about"):
+            raise TypeError(f"{cls.__qualname__}: design {cls.name!r} declares no about = About(summary, colour=...)")
         # a design of its own name built on another inherits none of its parts: a part runs
         # under the name it was written for (the parent's `lab serve` starts the parent); a
         # subclass that keeps the name (a variant, a test's spy) is still that design
@@ -171,11 +192,9 @@ class Backend(ABC):
 
     @classmethod
     def promises(cls, options: Mapping[str, Any], reliable: bool) -> Promises:
-        """What the design promises under ``options`` (checked, defaults filled in) with reliable
-        reads or plain gets: delivery, order, and the anomalies each kind of fault permits
-        (``lab.judge.verdict``; the checker and ``lab backends`` read it). A design that declares
-        nothing is held to Jepsen's total-queue rule."""
-        return total_queue(f"{cls.name} (no declared promises)")
+        """What the design promises under ``options`` (checked) with reliable reads or plain
+        gets: its ``promised`` rule, or Jepsen's total-queue rule where it declares none."""
+        return cls.promised.under(options, reliable, cls.name)
 
     @property
     @abstractmethod
@@ -187,33 +206,11 @@ class Backend(ABC):
         """What server node ``node`` runs when it (re)starts on a node of this process (the
         sim world; the live world when the design has no ``lab serve``)."""
 
-    @property
-    def cpu_nodes(self) -> list[str]:
-        """The server nodes whose requests cost CPU time in the sim world (``models.cpu``):
-        every server node, unless a node stands for something the sim models otherwise."""
-        return self.server_nodes
-
     def server(self, node: str) -> ServerSpec:
         """Server node ``node`` as a world starts it: its boot, whether it costs CPU time in
         the sim, and, live, the flags of its ``lab serve`` (when the design declares one)."""
         serve = partial(self.serve_args, node) if self.parts.serve is not None else None
-        return ServerSpec(node, self.name, self.boot(node), node in self.cpu_nodes, serve)
-
-    @classmethod
-    def calibration_path(cls) -> Path | None:
-        """Where the design's committed calibration lives, beside its adapter (``lab
-        calibrate`` writes it); None for a design defined outside a file."""
-        module = importlib.import_module(cls.__module__)
-        where = getattr(module, "__file__", None)
-        return Path(where).parent / "calibration.yaml" if where else None
-
-    @classmethod
-    def service_model(cls, options: Mapping[str, Any]) -> ServiceModel | None:
-        """The sim world's service times for this design's requests under ``options``
-        (checked): its committed calibration, or None (no CPU model) where it has none. A
-        run resolves it once, at its door (``lab.experiments.run_spec``)."""
-        path = cls.calibration_path()
-        return ServiceModel.load(path) if path is not None and path.exists() else None
+        return ServerSpec(node, self.name, self.boot(node), node not in self.cpu.free, serve)
 
     def serve_args(self, node: str, data_dir: Path, reach: Reach) -> list[str]:
         """The flags of ``lab serve NAME`` that give node ``node`` these options (the live

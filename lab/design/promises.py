@@ -6,15 +6,17 @@ unsynced tail"), each with the messages such a fault could have hurt (its ``scop
 message's holder crashed within its unsynced window, a get whose reply was cut could have
 taken it, the fault was in force while the message lived).
 
-Part of the design API (``lab.design``); the verdict that holds a run to them is
-``lab.judge.verdict``.
+A design declares them apart from its driver, as one ``Promised`` on its Backend: the rule
+that gives its ``Promises`` for an option set and read mode, and the option sets that change
+them (``lab matrix`` runs each). Part of the design API (``lab.design``); the verdict that
+holds a run to them is ``lab.judge.verdict``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 AT_MOST_ONCE, AT_LEAST_ONCE, EXACTLY_ONCE = "at-most-once", "at-least-once", "exactly-once"
 DELIVERIES = (AT_MOST_ONCE, AT_LEAST_ONCE, EXACTLY_ONCE)
@@ -140,3 +142,25 @@ def total_queue(by: str) -> Promises:
     nothing unexpected; duplicates and order are counted, not judged (a lease of 0 s: any
     delivery not yet acknowledged may come again at once)."""
     return Promises(by, AT_LEAST_ONCE, NO_ORDER, lease_s=0.0)
+
+
+#: a design's rule: its promises under ``options`` (checked, defaults filled in) with reliable
+#: reads (True) or plain gets (False)
+Rule = Callable[[Mapping[str, Any], bool], Promises]
+
+
+@dataclass(frozen=True)
+class Promised:
+    """What a design promises, declared apart from its driver: its ``rule`` (None: it declares
+    nothing, and is held to Jepsen's total-queue rule) and the option sets that change what
+    it promises, which ``lab matrix``, ``lab brokers`` and ``lab conform`` run one by one."""
+
+    rule: Rule | None = None
+    option_sets: tuple[Mapping[str, Any], ...] = ({},)
+
+    def under(self, options: Mapping[str, Any], reliable: bool, by: str) -> Promises:
+        """The promises under ``options`` (checked) and this read mode; ``by`` names the
+        design, for one that declares none."""
+        if self.rule is None:
+            return total_queue(f"{by} (no declared promises)")
+        return self.rule(options, reliable)

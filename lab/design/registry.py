@@ -52,7 +52,7 @@ class Registration:
     ``backend`` is ``module:Class``, or a class name in ``package.driver``. Its further parts
     (``lab serve NAME``, its Locust client, planted bugs, benchmark, tools, cluster command)
     are the Backend class's ``parts`` (``lab.design.Parts``). ``colour`` None: the Backend
-    class's ``colour``, else a spare one. A plug-in may declare one of these as its entry
+    class's ``about.colour``, else a spare one. A plug-in may declare one of these as its entry
     point instead of the Backend class."""
 
     package: str
@@ -75,12 +75,13 @@ class Registration:
 
     @property
     def drawn_in(self) -> str:
-        """The colour charts use: declared here, else by the Backend class, else a spare
+        """The colour charts use: declared here, else by the Backend class's ``about``, else a spare
         chosen by the name (stable from run to run)."""
         if self.colour:
             return self.colour
         try:
-            declared = getattr(self.load(), "colour", None)
+            loaded = self.load()
+            declared = loaded.about.colour if isinstance(loaded, type) and hasattr(loaded, "about") else None
         except Exception:
             declared = None
         return declared or SPARE_COLOURS[zlib.crc32(self.name.encode()) % len(SPARE_COLOURS)]

@@ -19,6 +19,7 @@ ns, us, ms, s.
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 from dataclasses import dataclass, field
@@ -267,3 +268,36 @@ def message_bytes(payload: Any) -> int:
     """The bytes a message carries that its handler touches: its body, where it has one."""
     body = getattr(payload, "body", None)
     return len(body) if isinstance(body, (bytes, bytearray, str)) else 0
+
+
+@dataclass(frozen=True)
+class Cpu:
+    """How the sim world charges a design's requests CPU time, declared apart from its
+    driver: a calibration file beside the driver's module (``lab calibrate`` writes it), and
+    the server nodes whose requests cost none because the sim models them otherwise
+    (CassieQ's simulated Cassandra). A design whose options name its service times
+    overrides ``model``."""
+
+    #: the committed calibration's file name, beside the module that defines the Backend
+    calibration: str = "calibration.yaml"
+    #: server nodes that cost no CPU time in the sim
+    free: tuple[str, ...] = ()
+
+    def path(self, design: type) -> Path | None:
+        """Where ``design``'s committed calibration lives; None for a design defined outside a file."""
+        try:
+            where = inspect.getfile(design)
+        except (TypeError, OSError):  # defined outside a file: a notebook cell, a test's type()
+            return None
+        return Path(where).parent / self.calibration
+
+    def model(self, design: type, options: Mapping[str, Any]) -> ServiceModel | None:
+        """The sim world's service times for ``design``'s requests under ``options``
+        (checked): its committed calibration, or None (no CPU model) where it has none. A run
+        resolves it once, at its door (``lab.experiments.run_spec``)."""
+        path = self.path(design)
+        return ServiceModel.load(path) if path is not None and path.exists() else None
+
+    def nodes(self, server_nodes: list[str]) -> list[str]:
+        """Of ``server_nodes``, those whose requests cost CPU time in the sim."""
+        return [n for n in server_nodes if n not in self.free]

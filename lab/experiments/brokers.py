@@ -1,5 +1,5 @@
 """`lab brokers` and notebook 09: the real brokers beside the designs, in the live world —
-every peer under each of its durability settings (``Backend.promise_options``) and the
+every peer under each of its durability settings (``Backend.promised.option_sets``) and the
 designs' own option sets, under no fault, a burst, a pause, a split, a power loss and a
 kill -9; the verdict against each one's own promises, what was lost, duplicated and
 reordered, and put and end-to-end latency; then the answer in words, written from the

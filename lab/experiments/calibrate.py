@@ -138,7 +138,8 @@ async def _in_process(cls: type[Backend], options: Mapping[str, Any] | None, req
     meter = Meter(())
     world = InProcessWorld(meter, seed)
     design = cls(world, options)  # type: ignore[arg-type]  # the sim world's defaults
-    meter.cpu_nodes = frozenset(design.cpu_nodes)
+    cpu_nodes = design.cpu.nodes(design.server_nodes)
+    meter.cpu_nodes = frozenset(cpu_nodes)
     clients: list[Any] = []
     try:
         for node in design.server_nodes:  # in the order the sim world starts them (a store first)
@@ -167,8 +168,8 @@ async def _in_process(cls: type[Backend], options: Mapping[str, Any] | None, req
         for _ in range(requests):
             await probe()
             tick()
-        if world.nested_calls and "http" in world.nets[design.cpu_nodes[0]].ports:
-            probe_name, probe = "http", _http_probe(rt, design.cpu_nodes[0])
+        if world.nested_calls and "http" in world.nets[cpu_nodes[0]].ports:
+            probe_name, probe = "http", _http_probe(rt, cpu_nodes[0])
             clients.append(probe)
             first = len(meter.samples)
             for _ in range(requests):
@@ -221,6 +222,7 @@ def _loopback(cls: type[Backend], options: Mapping[str, Any] | None, probe_name:
 
     world = LiveWorld(seed)
     design = cls(world, options)
+    cpu_nodes = design.cpu.nodes(design.server_nodes)
 
     async def main(control: Any) -> _Loopback:
         await design.start()
@@ -233,12 +235,12 @@ def _loopback(cls: type[Backend], options: Mapping[str, Any] | None, probe_name:
                 await _take(client, QUEUE)
                 probes.append(_get_probe(client))
             else:
-                probes.append(_http_probe(control, design.cpu_nodes[0]))
+                probes.append(_http_probe(control, cpu_nodes[0]))
             return probes[-1]
 
         try:
             probe = await new_probe()
-            server = world.processes.get(design.cpu_nodes[0])
+            server = world.processes.get(cpu_nodes[0])
             pid = server.pid if server is not None else None
             round_trips, client_cpu = [], []
             for i in range(WARMUP + requests):

@@ -107,7 +107,7 @@ def fidelity(backend: str, workload: Workload, calibration: str | None = None,
     if calibration is not None:
         chosen = calibration
     else:
-        committed = cls.calibration_path()
+        committed = cls.cpu.path(cls)
         if committed is None or not committed.exists():
             raise ValueError(f"{backend} has no committed calibration: run `lab calibrate {backend}` first")
         chosen = committed

@@ -18,7 +18,7 @@ With ``spark=MASTER`` each run is a Spark task (``lab.experiments.spark_runs``; 
 job) in place of a pool's job, its run folder written under the matrix folder, and the table's aggregation runs on
 the same cluster over those folders (the samples never pass through this process).
 
-Designs come from the registry and their option sets from ``Backend.promise_options``
+Designs come from the registry and their option sets from ``Backend.promised.option_sets``
 (or ``--option-sets FILE``), scenarios from ``lab.workloads.spec.scenario_files``: a design or a
 scenario joins by being registered or written, with no change here. Output: ``matrix.csv``
 (a row per cell), ``matrix.md`` (the grid, then the figures) and ``heatmap.png``.
@@ -123,7 +123,7 @@ def option_sets(backends: Iterable[str], overrides: Mapping[str, list[Mapping[st
     sets = {}
     for name in backends:
         cls = backend_class(name)
-        chosen = [dict(s) for s in (overrides or {}).get(name, cls.promise_options)]
+        chosen = [dict(s) for s in (overrides or {}).get(name, cls.promised.option_sets)]
         for options in chosen:
             cls.check_options(options, world)  # BadOption now, naming the option, before any run
         sets[name] = chosen

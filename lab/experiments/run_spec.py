@@ -65,7 +65,7 @@ class Calibration:
             return asked
         if asked is not None:
             return cls.load(asked)
-        model = design.service_model(options)
+        model = design.cpu.model(design, options)
         return cls(model, model.source if model is not None else "none: the design has no calibration")
 
 

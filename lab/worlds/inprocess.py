@@ -18,7 +18,7 @@ is charged to its own kind and subtracted from its caller's. Requests are classi
 the sim world's own functions and byte counts (``lab.design.service``): a stream request by
 ``request_kind(conn, request)``, the bytes of the chunk that completed it charged to the
 first request it completed; a message by ``message_kind`` and ``message_bytes``. Only the
-design's ``cpu_nodes`` are recorded; other server nodes (CassieQ's simulated Cassandra)
+design's ``cpu.nodes`` are recorded; other server nodes (CassieQ's simulated Cassandra)
 run, unrecorded.
 """
 

@@ -28,14 +28,11 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 from urllib.parse import quote
 
-from lab.design import Parts
-from lab.design import Backend, Delivery, QueueClient, Rejected
+from lab.design import (TIMEOUT, About, Backend, Boot, Connection, Cpu, Delivery, HttpReply, Option, Parts,
+                        QueueClient, Rejected, ResponseReader, Runtime, World, encode_request, number, whole)
 from lab.backends.cassieq.core.model import DEFAULT_FINALIZE_SECONDS, DEFAULT_REPAIR_POLL_SECONDS
 from lab.backends.cassieq.core.repair import START_JITTER_SECONDS
-from lab.design import TIMEOUT, Option, number, whole
-from lab.design import Boot, Connection, Runtime, World
-from lab.design import ANY_FAULT, AT_LEAST_ONCE, CUT, DISK_LOSS, HOLDERS, NO_ORDER, Allowance, Promises
-from lab.design import HttpReply, ResponseReader, encode_request
+from lab.backends.cassieq.promises import PROMISED
 
 ACCOUNT = "lab"
 RECOVERY_MARGIN_S = 1.0  # a store round trip or two past the last timer
@@ -188,25 +185,11 @@ class CassieqBackend(Backend):
                   load="lab.backends.cassieq.load",
                   mutants="lab.backends.cassieq.mutants",
                   bench="lab.backends.cassieq.bench")
-    colour = "#2ca02c"  # every chart draws it in this
-    summary = ("HTTP queue on a Cassandra-style store: monotons, buckets and pointers by compare-and-set, "
-               "leases with pop receipts, a repair worker; several API nodes")
-
-    @classmethod
-    def promises(cls, options: Mapping[str, Any], reliable: bool) -> Promises:
-        """At-least-once with reliable acks ("you may get a message more than once"); order is
-        best effort (late writes are republished at the tail, expired leases interleave); with
-        auto acks a get whose reply is cut, or an ack that fails, may lose a message."""
-        allowances = [Allowance("duplicated", (ANY_FAULT,), "a republish racing a read"),
-                      Allowance("lost", (DISK_LOSS,), "the store's disk holds every message (the simulated "
-                                "Cassandra's replicas are one node): destroyed, the store is gone", scope=HOLDERS)]
-        if not reliable:
-            allowances.append(Allowance("lost", (ANY_FAULT,), "auto acks: a leased message whose ack is cut",
-                                        scope=CUT))
-        return Promises(f"cassieq on {options.get('store', 'its store')}, {'reliable' if reliable else 'auto'} acks",
-                        AT_LEAST_ONCE, NO_ORDER, tuple(allowances), lease_s=options.get("invisibility"),
-                        injected=("late-writes",) if options.get("cassandra_late_write_p")
-                        or options.get("cassandra_ghost_write_p") else ())
+    about = About("HTTP queue on a Cassandra-style store: monotons, buckets and pointers by compare-and-set, "
+                  "leases with pop receipts, a repair worker; several API nodes", colour="#2ca02c")
+    promised = PROMISED
+    # the simulated Cassandra's latency model is its own (``models.cassandra``): only the API nodes cost CPU
+    cpu = Cpu(free=(STORE_NODE,))
 
     options_declared = (
         TIMEOUT,
@@ -259,11 +242,6 @@ class CassieqBackend(Backend):
     @property
     def server_nodes(self) -> list[str]:
         return ([STORE_NODE] if self.store == "cassandra" else []) + self.api
-
-    @property
-    def cpu_nodes(self) -> list[str]:
-        """The API nodes: the simulated Cassandra's latency model is its own (``models.cassandra``)."""
-        return list(self.api)
 
     def boot(self, node: str) -> Boot:
         options, store_url = self.options, self.store

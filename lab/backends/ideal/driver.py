@@ -9,14 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from lab.design import TIMEOUT
-from lab.design import Parts
-from lab.design import Backend, Delivery, QueueClient, Rejected
-from lab.design import Option
+from lab.design import (TIMEOUT, About, Backend, Boot, Cpu, Delivery, Option, Parts, QueueClient, Rejected, Runtime,
+                        ServiceModel, ServiceTime)
 from lab.backends.ideal.core import Ack, Get, IdealQueue, Item, Put, Release
-from lab.design import Boot, Runtime
-from lab.design import ServiceModel, ServiceTime
-from lab.design import (ANY_FAULT, AT_MOST_ONCE, CUT, DISK_LOSS, EXACTLY_ONCE, FIFO, HOLDERS, Allowance, Promises)
+from lab.backends.ideal.promises import PROMISED
 
 SERVER = "ideal-0"
 
@@ -52,11 +48,23 @@ def _service_spec(value: Any) -> str:
     return value
 
 
+class IdealCpu(Cpu):
+    """The committed calibration, unless ``--option service=`` names one service time for
+    every request (the queueing-theory checks)."""
+
+    def model(self, design: type, options: Mapping[str, Any]) -> ServiceModel | None:
+        service = options.get("service")
+        if service is not None:
+            return ServiceModel.uniform(ServiceTime.parse(service), f"--option service={service}")
+        return super().model(design, options)
+
+
 class IdealBackend(Backend):
     name = "ideal"
     parts = Parts(mutants="lab.backends.ideal.mutants")
-    colour = "#7f7f7f"  # every chart draws it in this
-    summary = "in-memory FIFO with reliable reads: the control row (no disk, no replicas)"
+    about = About("in-memory FIFO with reliable reads: the control row (no disk, no replicas)", colour="#7f7f7f")
+    promised = PROMISED
+    cpu = IdealCpu()
     options_declared = (
         TIMEOUT,
         Option("service", "the sim world's service time of every request, for queueing-theory checks",
@@ -64,28 +72,9 @@ class IdealBackend(Backend):
                default_text="the committed calibration", only_in=lambda value: "sim"),
     )
 
-    @classmethod
-    def promises(cls, options: Mapping[str, Any], reliable: bool) -> Promises:
-        """FIFO, nothing duplicated (it never redelivers): exactly-once with reliable reads,
-        at-most-once with plain gets; in memory, so a crash loses everything, and a get whose
-        reply a fault cuts is lost (a plain get removed its item; an open read stays open)."""
-        cut = "a plain get removed its item" if not reliable else "an open read stays open: nothing redelivers"
-        return Promises(f"ideal with {'reliable reads' if reliable else 'plain gets'}",
-                        EXACTLY_ONCE if reliable else AT_MOST_ONCE, FIFO,
-                        (Allowance("lost", ("crash", "kill", DISK_LOSS), "in memory: a crash loses everything", scope=HOLDERS),
-                         Allowance("lost", (ANY_FAULT,), f"a get whose reply is cut is never delivered: {cut}",
-                                   scope=CUT)))
-
     @property
     def server_nodes(self) -> list[str]:
         return [SERVER]
-
-    @classmethod
-    def service_model(cls, options: Mapping[str, Any]) -> ServiceModel | None:
-        service = options.get("service")
-        if service is not None:
-            return ServiceModel.uniform(ServiceTime.parse(service), f"--option service={service}")
-        return super().service_model(options)
 
     def boot(self, node: str) -> Boot:
         async def boot(rt: Runtime) -> None:

@@ -14,13 +14,11 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from lab.design import Parts
-from lab.design import Backend, Delivery, QueueClient, Rejected
+from lab.design import (TIMEOUT, About, Backend, Boot, Connection, Delivery, Option, Parts, QueueClient, Rejected,
+                        Runtime, World, whole)
 from lab.backends.kestrel.config import QUEUE_OPTIONS, ServerConfig, config_from_mapping
 from lab.backends.kestrel.wire.client import ReplyReader, encode_get, encode_set, get_key
-from lab.design import TIMEOUT, Option, whole
-from lab.design import Boot, Connection, Runtime, World
-from lab.design import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, DISK_LOSS, FIFO, FIFO_PER_CONSUMER, FSYNC_MARGIN_S, HOLDERS, Allowance, Promises)
+from lab.backends.kestrel.promises import PROMISED
 
 SERVER = "kestrel"
 
@@ -80,43 +78,10 @@ class KestrelBackend(Backend):
                   mutants="lab.backends.kestrel.mutants",
                   bench="lab.backends.kestrel.bench",
                   tools="lab.backends.kestrel.tools")
-    colour = "#1f77b4"  # every chart draws it in this
-    summary = "memcache-protocol queue server with a journal; reliable reads (/open, /close) per connection"
+    about = About("memcache-protocol queue server with a journal; reliable reads (/open, /close) per connection",
+                  colour="#1f77b4")
+    promised = PROMISED
 
-    @classmethod
-    def promises(cls, options: Mapping[str, Any], reliable: bool) -> Promises:
-        """At-least-once with reliable reads (/open then /close), at-most-once with plain gets;
-        FIFO per queue; a crash loses what the journal had not fsynced (spec 4.6)."""
-        given = options.get("syncJournal", "never")
-        sync = QUEUE_OPTIONS["syncJournal"][1](given, "syncJournal")  # None never, 0 always, P a period
-        # a write is undone by a crash before the next fsync: the period, and an fsync's worth of margin
-        window = None if sync is None else sync + FSYNC_MARGIN_S
-        allowances = []
-        if reliable:
-            aborted = "an aborted or rolled-back read returns to the head"
-            allowances += [Allowance("reordered", (ANY_FAULT,), aborted),
-                           Allowance("reordered", (ANY_FAULT,), aborted, scope=CUT)]
-        if sync is None:
-            allowances.append(Allowance("lost", ("crash",), f"syncJournal={given} loses the unsynced tail",
-                                        scope=HOLDERS))
-        elif sync > 0:
-            allowances.append(Allowance("lost", ("crash",), f"syncJournal={given} may lose the puts of the last {given}",
-                                        scope=HOLDERS, window_s=window))
-        if sync != 0:  # a crash may forget unsynced removals (a get, a /close): their items come again
-            allowances += [Allowance(anomaly, ("crash",), f"syncJournal={given} loses unsynced removals",
-                                     scope=HOLDERS, window_s=window) for anomaly in ("duplicated", "reordered")]
-        allowances.append(Allowance("lost", (DISK_LOSS,), "one server: its journal is every item's only copy, and "
-                                    "a destroyed disk loses them all", scope=HOLDERS))
-        if not reliable:
-            allowances.append(Allowance("lost", (ANY_FAULT,), "at-most-once: a get whose reply is cut loses its item",
-                                        scope=CUT))
-        return Promises(f"kestrel with syncJournal={given}, {'reliable reads' if reliable else 'plain gets'}",
-                        AT_LEAST_ONCE if reliable else AT_MOST_ONCE,
-                        # several open reads per connection: a consumer holds items ahead of the others
-                        FIFO if options.get("maxOpenTransactions", 1) == 1 else FIFO_PER_CONSUMER, tuple(allowances),
-                        hands_back_on_close=reliable)
-
-    promise_options = ({"syncJournal": "never"}, {"syncJournal": "always"})
     options_declared = (
         TIMEOUT,
         Option("syncJournal", "when a queue's journal is fsynced", "never, always, or a period such as 100ms",

@@ -19,16 +19,12 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 from urllib.parse import quote
 
-from lab.design import Parts
-from lab.design import Backend, Delivery, QueueClient, Rejected
-from lab.design import BadOption
-from lab.design import TIMEOUT, Option, choice, number, whole
+from lab.design import (TIMEOUT, About, Backend, BadOption, Boot, Connection, Delivery, HttpReply, Option, Parts,
+                        QueueClient, Rejected, ResponseReader, Runtime, World, choice, encode_request, number, whole)
 from lab.design.options import Checked
 from lab.backends.primer.core.config import HEARTBEAT_S, SUSPECT_AFTER_S
 from lab.backends.primer.core.membership import DOWN
-from lab.design import Boot, Connection, Runtime, World
-from lab.design import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, DISK_LOSS, HOLDERS, NO_ORDER, Allowance, Promises)
-from lab.design import HttpReply, ResponseReader, encode_request
+from lab.backends.primer.promises import PROMISED
 
 
 def node_names(count: int) -> list[str]:
@@ -103,11 +99,10 @@ class PrimerBackend(Backend):
                   bench="lab.backends.primer.bench",
                   tools="lab.backends.primer.tools",
                   cluster="lab.backends.primer.cluster")
-    colour = "#9467bd"  # every chart draws it in this
-    summary = ("master-master replicated queue: gossip membership (Plumtree), W-way sync or chain replication, "
-               "reads from any node, leases and acks broadcast; AP under net-splits")
+    about = About("master-master replicated queue: gossip membership (Plumtree), W-way sync or chain replication, "
+                  "reads from any node, leases and acks broadcast; AP under net-splits", colour="#9467bd")
+    promised = PROMISED
 
-    promise_options = ({"replicas": 2}, {"replicas": 3, "persistence": "aof"})
     options_declared = (
         TIMEOUT,
         Option("nodes", "master-master nodes (n1, n2, …)", "a whole number >= 1", whole(1), 3),
@@ -131,31 +126,6 @@ class PrimerBackend(Backend):
             raise BadOption(f"backend 'primer': option replicas={checked['replicas']}: must be at most "
                             f"nodes={checked['nodes']}")
         return checked
-
-    @classmethod
-    def promises(cls, options: Mapping[str, Any], reliable: bool) -> Promises:
-        """At-least-once with leases and acks, order best effort (slide S8: "best effort to
-        order"). AP: in a split both sides serve the copies they hold, so a message may be
-        delivered on each side (a duplicate); after the heal anti-entropy settles the acks.
-        Without files a crash loses the copies on the crashed nodes: a message whose W
-        replicas all crashed is lost. At-most-once gets lose a message whose reply is cut."""
-        setting = f"replicas={options['replicas']}, {options['replication']}, persistence={options['persistence']}"
-        copies = options["replicas"]  # W of the nodes hold a message: it is gone once W of them lose their copies
-        allowances = [Allowance("duplicated", (ANY_FAULT,), "AP: a replica that has not yet heard a read's ACK "
-                                                            "(a split, a pause, a crash) serves its copy again")]
-        if options["persistence"] == "off":
-            allowances.append(Allowance("lost", ("crash", "kill", DISK_LOSS), "persistence=off: copies are in memory, and "
-                                        f"a crash of all {copies} of a message's replicas loses it",
-                                        scope=HOLDERS, copies=copies))
-        else:
-            allowances.append(Allowance("lost", (DISK_LOSS,), f"a message is gone once all {copies} of its replicas "
-                                        "lose their disks", scope=HOLDERS, copies=copies))
-        if reliable:
-            return Promises(f"primer with {setting}, at-least-once consumers", AT_LEAST_ONCE, NO_ORDER,
-                            tuple(allowances), lease_s=options["lease"])
-        allowances.append(Allowance("lost", (ANY_FAULT,), "at-most-once: a get whose reply is cut loses its message",
-                                    scope=CUT))
-        return Promises(f"primer with {setting}, at-most-once consumers", AT_MOST_ONCE, NO_ORDER, tuple(allowances))
 
     def __init__(self, world: World, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(world, options)

@@ -16,18 +16,15 @@ import base64
 import json
 from collections import deque
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 from urllib.parse import quote
 
-from lab.design import Parts
-from lab.design import Backend, Delivery, QueueClient, Rejected
-from lab.design import TIMEOUT, Option, number, whole
+from lab.design import (TIMEOUT, About, Backend, Boot, Connection, Delivery, Option, Parts, QueueClient, Rejected,
+                        ResponseReader, Runtime, encode_request, number, whole)
 from lab.backends.queuefka.core.broker_api import Config, Fetched
 from lab.backends.queuefka.core.writer import FsyncPolicy
 from lab.backends.queuefka.wire.http import EPOCH_HEADER
-from lab.design import Boot, Connection, Runtime
-from lab.design import ResponseReader, encode_request
-from lab.design import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CLOSED, CUT, DISK_LOSS, FIFO, FIFO_PER_CONSUMER, HOLDERS, Allowance, Promises)
+from lab.backends.queuefka.promises import PROMISED
 
 SERVER = "queuefka-0"
 GROUP = "lab"
@@ -156,46 +153,10 @@ class QueuefkaBackend(Backend):
                   load="lab.backends.queuefka.load",
                   mutants="lab.backends.queuefka.mutants",
                   bench="lab.backends.queuefka.bench")
-    colour = "#d62728"  # every chart draws it in this
-    summary = "embedded append-only segment log (one log per topic) with consumer groups; HTTP front when live"
+    about = About("embedded append-only segment log (one log per topic) with consumer groups; HTTP front when live",
+                  colour="#d62728")
+    promised = PROMISED
 
-    @classmethod
-    def promises(cls, options: Mapping[str, Any], reliable: bool) -> Promises:
-        """At-least-once with reliable acks (commit after the get; a commit never passes
-        records leased to another reader, and a reader's unacknowledged records come back
-        when its session ends), at-most-once with auto acks (commit before); FIFO per topic
-        (one log); a crash loses what the log had not fsynced (commits always wait for theirs)."""
-        given = options.get("fsync", "never")
-        policy = FsyncPolicy.parse(given)
-        allowances = []
-        if reliable:
-            again = ("records fetched by a reader whose connection closed or idled before it committed are handed "
-                     "out again, after later ones")
-            # only a reader whose connection broke (a get or ack of it failed or timed out
-            # while the record waited) hands records back: a fault alone reorders nothing
-            allowances += [Allowance("reordered", (ANY_FAULT,), again, scope=CLOSED),
-                           Allowance("reordered", (ANY_FAULT,), again, scope=CUT, per_get=None)]
-        if policy.mode == "never":
-            allowances.append(Allowance("lost", ("crash",), f"fsync={given} loses the unsynced tail of the log",
-                                        scope=HOLDERS))
-        elif policy.mode == "interval":
-            # no time bound: the fsync waits for the next write after the interval, however late
-            allowances.append(Allowance("lost", ("crash",), f"fsync={given} may lose the records since the last fsync",
-                                        scope=HOLDERS))
-        allowances.append(Allowance("lost", (DISK_LOSS,), "one broker: its log is every record's only copy, and a "
-                                    "destroyed disk loses them all", scope=HOLDERS))
-        if not reliable:
-            allowances.append(Allowance("lost", (ANY_FAULT,), "at-most-once: a fetch whose reply is cut loses its records",
-                                        scope=CUT, per_get=options.get("prefetch")))
-        return Promises(f"queuefka with fsync={given}, {'reliable acks' if reliable else 'auto acks'}",
-                        AT_LEAST_ONCE if reliable else AT_MOST_ONCE,
-                        # a client hands out its fetch's records one get at a time: with several
-                        # consumers one may run ahead of another's buffer, so the order is each
-                        # consumer's (real time across consumers only when it fetches one at a time)
-                        FIFO if options.get("prefetch") == 1 else FIFO_PER_CONSUMER, tuple(allowances),
-                        lease_s=(options.get("session_timeout") or Config.session_timeout) if reliable else None, hands_back_on_close=reliable)
-
-    promise_options = ({"fsync": "never"}, {"fsync": "always"})
     options_declared = (
         TIMEOUT,
         Option("fsync", "when the log is fsynced", "never, always, <N>ms or <N>records", _fsync_text,

@@ -41,8 +41,8 @@ class Target:
         return path
 
     def option_sets(self) -> list[dict[str, Any]]:
-        """The option sets that change what the design promises (its ``promise_options``)."""
-        return [dict(s) for s in self.cls.promise_options] or [{}]
+        """The option sets that change what the design promises (its ``promised.option_sets``)."""
+        return [dict(s) for s in self.cls.promised.option_sets] or [{}]
 
 
 def label(options: dict[str, Any]) -> str:

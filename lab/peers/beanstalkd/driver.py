@@ -30,10 +30,9 @@ import socket
 import subprocess
 from typing import Any, Mapping
 
-from lab.design import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, DISK_LOSS, FIFO, HOLDERS, TIMEOUT, Allowance,
-                        Delivery, Option, Promises, QueueClient, Rejected, Runtime, Unreachable, whole)
+from lab.design import TIMEOUT, About, Delivery, Option, Parts, QueueClient, Rejected, Runtime, Unreachable, whole
 from lab.design.peer import Launch, Peer, Place
-from lab.design import Parts
+from lab.peers.beanstalkd.promises import PROMISED, parse_fsync
 
 PRIORITY = 0  # every job alike: the ready heap is then FIFO by id
 POLL_S = 0.002  # between polls of a get shorter than reserve-with-timeout's one second
@@ -42,18 +41,6 @@ REFUSALS = frozenset({b"OUT_OF_MEMORY", b"INTERNAL_ERROR", b"BAD_FORMAT", b"UNKN
                       b"JOB_TOO_BIG", b"DRAINING", b"NOT_FOUND", b"NOT_IGNORED"})
 #: replies followed by a chunk of data of the size their last word says
 WITH_DATA = frozenset({b"RESERVED", b"FOUND", b"OK"})
-
-
-def parse_fsync(value: Any) -> int | str:
-    """``fsync``: ``never`` (``-F``) or a whole number of milliseconds >= 0 (``-f MS``),
-    as an int or its digits (YAML reads ``fsync=50`` as 50)."""
-    if value == "never":
-        return "never"
-    if isinstance(value, str) and value.isdigit():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError("not never or a whole number of milliseconds")
-    return value
 
 
 def fsync_flags(fsync: int | str) -> list[str]:
@@ -232,8 +219,9 @@ class BeanstalkdClient(QueueClient):
 class BeanstalkdPeer(Peer):
     name = "beanstalkd"
     parts = Parts(load="lab.peers.beanstalkd.load")
-    colour = "#000080"
-    summary = "beanstalkd tubes (put, reserve, delete, release; the job's time-to-run as the lease), binlog"
+    about = About("beanstalkd tubes (put, reserve, delete, release; the job's time-to-run as the lease), binlog",
+                  colour="#000080")
+    promised = PROMISED
     binary, package = "beanstalkd", "beanstalkd"
     ports = ("beanstalkd",)
     node = "beanstalkd"
@@ -245,46 +233,11 @@ class BeanstalkdPeer(Peer):
         Option("ttr", "each job's time-to-run: how long a reserved job stays with its consumer before the server "
                "releases it (the lease)", "a whole number of seconds >= 1", whole(1), 2),
     )
-    promise_options = ({"fsync": 0}, {"fsync": 50}, {"fsync": "never"})
 
     def __init__(self, world: Any, options: Mapping[str, Any] | None = None):
         super().__init__(world, options)
         # a reservation held by a connection a partition keeps open ends only with its ttr
         self.recovery_s = self.options["ttr"] + 1.0
-
-    @classmethod
-    def promises(cls, options: Mapping[str, Any], reliable: bool) -> Promises:
-        """At-least-once with reserve/delete (at-most-once with a delete before the hand-out);
-        FIFO per tube by (priority, id); what a power loss may take depends on ``fsync``; a
-        kill -9 takes nothing acknowledged, but undoes every reservation."""
-        fsync = parse_fsync(options.get("fsync", 50))
-        allowances = [Allowance("lost", (DISK_LOSS,), "one server: its binlog is every job's only copy",
-                                scope=HOLDERS)]
-        if fsync == "never":
-            allowances.append(Allowance("lost", ("crash",), "fsync=never (-F): beanstalkd never fsyncs its "
-                                        "binlog, and a power loss takes what the kernel had not written",
-                                        scope=HOLDERS))
-        elif fsync:
-            # window None on purpose: the fsync waits for a later write, with no timer
-            allowances.append(Allowance("lost", ("crash",), f"fsync={fsync} (-f {fsync}): beanstalkd fsyncs "
-                                        f"only when a write comes {fsync} ms or more after its last fsync, with no "
-                                        f"timer, so a power loss takes the unsynced tail of the last burst "
-                                        f"however long ago it was acknowledged", scope=HOLDERS))
-        if fsync != 0:  # deletes are in the same binlog: one undone comes again
-            allowances += [Allowance(anomaly, ("crash",), f"fsync={fsync}: a power loss may undo deletes and "
-                                     f"releases", scope=HOLDERS) for anomaly in ("duplicated", "reordered")]
-        allowances += [Allowance(anomaly, ("crash", "kill"), "reservations are not logged: after a restart every "
-                                 "reserved job is ready again", scope=HOLDERS) for anomaly in ("duplicated", "reordered")]
-        if reliable:
-            allowances.append(Allowance("reordered", (ANY_FAULT,), "a job whose reservation ended (time-to-run, a "
-                                        "closed connection) is ready again behind jobs delivered meanwhile"))
-        else:
-            allowances.append(Allowance("lost", (ANY_FAULT,), "a plain get deletes the job before handing it out: "
-                                        "a get whose reply is cut took it", scope=CUT))
-        return Promises(f"beanstalkd with fsync={fsync}, {'reserve and delete' if reliable else 'delete on get'}",
-                        AT_LEAST_ONCE if reliable else AT_MOST_ONCE, FIFO, tuple(allowances),
-                        lease_s=float(options.get("ttr", 2)) if reliable else None,
-                        hands_back_on_close=reliable)
 
     def launch(self, place: Place) -> Launch:
         port = place.ports["beanstalkd"]

@@ -23,11 +23,10 @@ import asyncio
 import socket
 from typing import Any, Mapping, Sequence
 
-from lab.design import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CUT, DISK_LOSS, FIFO, FSYNC_MARGIN_S, HOLDERS, IN_FORCE, TIMEOUT,
-                        Allowance, Delivery, Option, Promises, QueueClient, Rejected, Runtime, Unreachable, choice,
+from lab.design import (TIMEOUT, About, Delivery, Option, Parts, QueueClient, Rejected, Runtime, Unreachable, choice,
                         whole)
 from lab.design.peer import Launch, Peer, Place
-from lab.design import Parts
+from lab.peers.redis.promises import PROMISED
 
 GROUP = "lab"
 FSYNCS = ("always", "everysec", "no")
@@ -147,8 +146,9 @@ def _field(fields: Any) -> bytes:
 class RedisPeer(Peer):
     name = "redis"
     parts = Parts(load="lab.peers.redis.load", bench="lab.peers.redis.bench")
-    colour = "#8b0000"  # dark red: queuefka has red
-    summary = "Redis Streams with a consumer group (XREADGROUP, XACK; XAUTOCLAIM as the lease), append-only file"
+    about = About("Redis Streams with a consumer group (XREADGROUP, XACK; XAUTOCLAIM as the lease), append-only file",
+                  colour="#8b0000")  # dark red: queuefka has red
+    promised = PROMISED
     binary, package = "redis-server", "redis-server"
     ports = ("redis",)
     node = "redis"
@@ -159,39 +159,10 @@ class RedisPeer(Peer):
         Option("claim_ms", "how long an entry stays pending before another consumer claims it (XAUTOCLAIM)",
                "a whole number of milliseconds >= 100", whole(100), 2000),
     )
-    promise_options = ({"appendfsync": "always"}, {"appendfsync": "everysec"}, {"appendfsync": "no"})
 
     def __init__(self, world: Any, options: Mapping[str, Any] | None = None):
         super().__init__(world, options)
         self.recovery_s = self.options["claim_ms"] / 1000 + 1.0
-
-    @classmethod
-    def promises(cls, options: Mapping[str, Any], reliable: bool) -> Promises:
-        """At-least-once with a consumer group and XACK (at-most-once with NOACK); entries in
-        ID order; what a power loss may take depends on ``appendfsync``; a kill -9 takes
-        nothing the server acknowledged."""
-        fsync = options.get("appendfsync", "everysec")
-        allowances = [Allowance("lost", (DISK_LOSS,), "one server: its AOF is every entry's only copy",
-                                scope=HOLDERS)]
-        if fsync == "no":
-            allowances.append(Allowance("lost", ("crash",), "appendfsync=no: the kernel decides when the AOF "
-                                        "reaches the disk, and a power loss takes what it had not", scope=HOLDERS))
-        elif fsync == "everysec":
-            allowances.append(Allowance("lost", ("crash",), "appendfsync=everysec: a power loss takes up to the "
-                                        "last second of the AOF", scope=HOLDERS, window_s=2.0 + FSYNC_MARGIN_S))
-            allowances.append(Allowance("lost", ("disk-delay",), "appendfsync=everysec: while a slow fsync runs, "
-                                        "Redis postpones the AOF write up to 2 s and still replies", scope=IN_FORCE))
-        if fsync != "always":  # consumer state is in the same AOF: an XACK undone comes again
-            allowances += [Allowance(anomaly, ("crash",), f"appendfsync={fsync}: a power loss may undo acks and "
-                                     f"reads", scope=HOLDERS) for anomaly in ("duplicated", "reordered")]
-        if reliable:
-            allowances.append(Allowance("reordered", (ANY_FAULT,), "a claimed entry comes back behind newer ones"))
-        else:
-            allowances.append(Allowance("lost", (ANY_FAULT,), "NOACK: a read whose reply is cut is gone",
-                                        scope=CUT))
-        return Promises(f"redis with appendfsync={fsync}, {'XACK' if reliable else 'NOACK'}",
-                        AT_LEAST_ONCE if reliable else AT_MOST_ONCE, FIFO, tuple(allowances),
-                        lease_s=options.get("claim_ms", 2000) / 1000 if reliable else None)
 
     def launch(self, place: Place) -> Launch:
         port = place.ports["redis"]
