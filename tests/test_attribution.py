@@ -10,7 +10,8 @@ import pyarrow as pa
 from lab.judge import words
 from lab.judge.attribution import attribute, failed_operations
 from lab.history.record import mask, message_codes
-from lab.design.promises import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CLOSED, CUT, FIFO, HOLDERS, NO_ORDER, Allowance, Promises)
+from lab.design.promises import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CLOSED, CUT, DEGRADED, FIFO, HOLDERS, NO_ORDER,
+                                 Allowance, Promises)
 from tests.history import history, with_faults
 
 MS = 1_000_000
@@ -187,3 +188,85 @@ def test_failed_operations_are_counted_by_what_they_were():
     h = h.set_column(h.schema.get_field_index("error"), "error",
                      pa.array([None, None, None, "empty", None], pa.string()))
     assert failed_operations(h) == {"put": 1, "timed-out put": 1, "failed ack": 1}
+
+
+# ----------------------------------------------------------------------------- scopes of replicated designs
+
+def two_copies(*faults: tuple[str, str, int, int | None]) -> pa.Table:
+    """A primary n1 and its backup n2: p0:0 put at 0 ms, p0:1 at 50 ms; neither delivered."""
+    return with_faults(history(*puts(("p0:0", 0), ("p0:1", 50))), *faults)
+
+
+LONE = Allowance("lost", ("crash",), "acknowledged by a primary serving alone", scope=DEGRADED,
+                 after=("crash", "partition"))
+
+
+def test_a_degraded_acknowledgement_excuses_a_loss_after_a_lone_primary_crashed_and_not_one_with_both_copies():
+    promises = Promises("PB", AT_LEAST_ONCE, FIFO, (LONE,))
+    # the backup is down from 40 to 100 ms: p0:1 is acknowledged by the primary alone, which crashes at 60 ms
+    explained, unexplained = explain(two_copies(("crash", "n2", 40 * MS, 100 * MS), ("crash", "n1", 60 * MS, 70 * MS)),
+                                     promises)
+    assert explained == {"lost": {"under crash, crash: allowed, acknowledged by a primary serving alone": 1}}
+    assert unexplained == {"lost": ["p0:0"]}  # acknowledged while both copies existed: a broken promise
+    # a partition that cut the backup off degrades it the same way
+    _, unexplained = explain(two_copies(("partition", "n2", 40 * MS, 100 * MS), ("crash", "n1", 60 * MS, 70 * MS)),
+                             promises)
+    assert unexplained == {"lost": ["p0:0"]}
+    # the primary crashing alone (nothing degraded first), or only the already missing backup: nothing excused
+    _, unexplained = explain(two_copies(("crash", "n1", 60 * MS, 70 * MS)), promises)
+    assert unexplained == {"lost": ["p0:0", "p0:1"]}
+    _, unexplained = explain(two_copies(("crash", "n2", 40 * MS, 100 * MS), ("crash", "n2", 120 * MS, 130 * MS)),
+                             promises)
+    assert unexplained == {"lost": ["p0:0", "p0:1"]}
+    # the backup healed before the put: the put had both copies again
+    _, unexplained = explain(two_copies(("crash", "n2", 10 * MS, 45 * MS), ("crash", "n1", 60 * MS, 70 * MS)),
+                             promises)
+    assert unexplained == {"lost": ["p0:0", "p0:1"]}
+    with pytest.raises(ValueError, match="after="):
+        Allowance("lost", ("crash",), "no degrading fault named", scope=DEGRADED)
+
+
+def test_an_ordered_combination_excuses_only_its_second_fault_after_its_first():
+    then = Allowance("lost", ("crash",), "a partition, then a crash", scope=HOLDERS, after=("partition",))
+    promises = Promises("Q", AT_LEAST_ONCE, FIFO, (then,))
+    _, unexplained = explain(two_copies(("crash", "n1", 60 * MS, 70 * MS)), promises)
+    assert unexplained == {"lost": ["p0:0", "p0:1"]}  # a crash alone
+    explained, unexplained = explain(two_copies(("partition", "n2", 55 * MS, 65 * MS), ("crash", "n1", 60 * MS, 70 * MS)),
+                                     promises)
+    assert explained == {"lost": {"under partition, crash: allowed, a partition, then a crash": 2}} and unexplained == {}
+    # the crash first, the partition after it: not the combination named
+    _, unexplained = explain(two_copies(("crash", "n1", 60 * MS, 70 * MS), ("partition", "n2", 80 * MS, 90 * MS)),
+                             promises)
+    assert unexplained == {"lost": ["p0:0", "p0:1"]}
+    assert "under partition, then crash of the node that held it" in then.hurts()
+
+
+def test_a_redelivery_long_after_a_fault_healed_is_not_excused_by_it():
+    ap = Allowance("duplicated", (ANY_FAULT,), "AP", grace_s=0.010)
+    promises = Promises("P", AT_MOST_ONCE, NO_ORDER, (ap,))
+
+    def acked_then_again_at(t_ms: int) -> pa.Table:
+        return with_faults(history(*puts(("p0:0", 0)), ("get", "c0", "p0:0", "ok", 150 * MS, MS),
+                                   ("ack", "c0", "p0:0", "ok", 152 * MS, MS),
+                                   ("get", "c1", "p0:0", "ok", t_ms * MS, MS)),
+                           ("partition", "n1", 100 * MS, 200 * MS))
+    assert explain(acked_then_again_at(190), promises)[1] == {}  # while the partition lasts
+    assert explain(acked_then_again_at(205), promises)[1] == {}  # within the grace after its heal
+    # a buggy late redelivery: the fault's window does not travel with the message
+    assert explain(acked_then_again_at(400), promises)[1] == {"duplicated": ["p0:0"]}
+    # a fault that began only after the delivery was acknowledged (and its grace) did not cause it
+    late = with_faults(history(*puts(("p0:0", 0)), ("get", "c0", "p0:0", "ok", 10 * MS, MS),
+                               ("ack", "c0", "p0:0", "ok", 12 * MS, MS), ("get", "c1", "p0:0", "ok", 150 * MS, MS)),
+                       ("partition", "n1", 100 * MS, 200 * MS))
+    assert explain(late, promises)[1] == {"duplicated": ["p0:0"]}
+
+
+def test_a_valid_runs_expected_duplicates_are_not_called_allowed():
+    from lab.judge.findings import Cause, Counts, Explanation, Verdict
+    from lab.judge.verdict import judge
+
+    promises = Promises("K", AT_LEAST_ONCE, FIFO, (Allowance("duplicated", ("crash",), "unsynced removals"),))
+    why = Explanation("duplicated", Cause.FAULT, ("crash",), "unsynced removals")
+    judged = judge(promises, frozenset({"crash"}), Counts(10, 10, 11, ok=10, duplicated=1), {why: 1})
+    assert judged.verdict is Verdict.VALID
+    assert "allowed" not in judged.reason and "as promised, unsynced removals" in judged.reason

@@ -43,7 +43,7 @@ from lab.design.mutants import Mutant, Patch
 from lab.design.options import TIMEOUT, BadOption, Option, choice, number, whole
 from lab.design.registry import Registration
 from lab.design.promises import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CLOSED, CUT, DISK_LOSS, EXACTLY_ONCE, FIFO,
-                                 FIFO_PER_CONSUMER, FSYNC_MARGIN_S, GRACE_S, HOLDERS, IN_FORCE, NO_ORDER, Allowance,
+                                 DEGRADED, FIFO_PER_CONSUMER, FSYNC_MARGIN_S, GRACE_S, HOLDERS, IN_FORCE, NO_ORDER, Allowance,
                                  Promised, Promises)
 from lab.design.runtime import (Accept, Boot, CallTimeout, Cancelled, Connection, Disk, Event, File, Handle, Handler,
                                 Network, NodeDown, ProtocolDrop, RemoteError, Runtime, Send, ServerConnection, Store,
@@ -63,7 +63,7 @@ __all__ = [
     "About", "Cpu",
     # promises and options
     "ANY_FAULT", "AT_LEAST_ONCE", "AT_MOST_ONCE", "CLOSED", "CUT", "DISK_LOSS", "EXACTLY_ONCE", "FIFO",
-    "FIFO_PER_CONSUMER", "FSYNC_MARGIN_S", "GRACE_S", "HOLDERS", "IN_FORCE", "NO_ORDER", "Allowance", "Promised", "Promises",
+    "DEGRADED", "FIFO_PER_CONSUMER", "FSYNC_MARGIN_S", "GRACE_S", "HOLDERS", "IN_FORCE", "NO_ORDER", "Allowance", "Promised", "Promises",
     "TIMEOUT", "BadOption", "Option", "choice", "number", "whole",
     # the HTTP wire, service times, message bodies
     "JSON", "HttpReply", "HttpServerConnection", "Request", "Response", "ResponseReader", "Router",

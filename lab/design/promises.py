@@ -30,7 +30,10 @@ IN_FORCE = "in force"  # the fault was in force (or healed less than ``grace_s``
 HOLDERS = "holders"  # the fault struck ``copies`` of the nodes that held the message, within its ``window_s``
 CUT = "cut"  # a get whose reply never came (outcome unknown) could have taken the message; no fault needed
 CLOSED = "closed"  # a consumer's connection broke (a read of it failed) while the message waited; no fault needed
-SCOPES = (IN_FORCE, HOLDERS, CUT, CLOSED)
+# the message was acknowledged while a fault of ``after`` had taken out a server node (fewer copies than promised
+# existed), and a fault of the allowance's kinds then struck a server node that one had not taken out
+DEGRADED = "degraded"
+SCOPES = (IN_FORCE, HOLDERS, CUT, CLOSED, DEGRADED)
 GRACE_S = 2.0  # seconds after a heal during which a fault still explains an anomaly (retries, anti-entropy)
 FSYNC_MARGIN_S = 0.5  # what a periodic fsync's window adds to its period: the fsync's own time, delayed or not
 DISK_LOSS = "disk-loss"  # the fault kind that destroys a node's disk (``lab.workloads.faults``)
@@ -52,7 +55,17 @@ class Allowance:
       then only names when this happens, any cause of a cut reply explains it;
     - ``CLOSED`` (reordering only): a consumer's get, ack or release failed or timed out
       (its connection broke) while the message waited, so what that consumer had fetched
-      could have been handed out again behind later messages; as with ``CUT``, any cause.
+      could have been handed out again behind later messages; as with ``CUT``, any cause;
+    - ``DEGRADED`` (loss only): *degraded acknowledgements* of a replicated design — the
+      message was put while a fault of one of ``after``'s kinds was in force on a server node
+      (a backup down or cut off: the put was acknowledged with fewer copies than promised),
+      and afterwards a fault of ``faults`` struck ``copies`` of the server nodes that fault
+      had not taken out (the lone copy's holder crashed). A message acknowledged while every
+      node was up is not excused, whatever crashed later.
+
+    ``after`` on an ``IN_FORCE`` or ``HOLDERS`` allowance makes it an *ordered combination*:
+    its fault counts only if it began while a fault of one of ``after``'s kinds was in force
+    (or had healed less than ``grace_s`` before) — "a partition, then a crash".
     """
 
     anomaly: str  # one of ANOMALIES
@@ -63,6 +76,9 @@ class Allowance:
     copies: int = 1  # HOLDERS: how many of the message's holders the fault must strike
     per_get: int | None = 1  # CUT: messages one cut get may take (None: any number)
     grace_s: float = GRACE_S  # IN_FORCE: how long after its heal a fault still explains
+    #: DEGRADED: the kinds that take a copy away while a put is acknowledged; IN_FORCE, HOLDERS:
+    #: the kinds that must be in force when the allowance's fault begins (an ordered combination)
+    after: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.anomaly not in ANOMALIES:
@@ -73,6 +89,11 @@ class Allowance:
             raise ValueError(f"allowance scope {self.scope!r}: the scopes are {', '.join(SCOPES)}")
         if self.scope == CLOSED and self.anomaly != "reordered":
             raise ValueError(f"allowance scope {CLOSED!r} explains reordering only, not {self.anomaly!r}")
+        if self.scope == DEGRADED and (self.anomaly != "lost" or not self.after):
+            raise ValueError(f"allowance scope {DEGRADED!r} explains losses, and names the fault kinds that degrade "
+                             "an acknowledgement in after=(...)")
+        if self.after and self.scope in (CUT, CLOSED):
+            raise ValueError(f"after=(...) orders faults; scope {self.scope!r} needs no fault")
 
     def under(self, faults: frozenset[str]) -> list[str]:
         """The run's fault kinds that permit the anomaly (empty: none do)."""
@@ -85,6 +106,11 @@ class Allowance:
         if self.scope == CLOSED:
             return "after a consumer's connection broke while it waited"
         under = ", ".join(self.faults)
+        if self.scope == DEGRADED:
+            held = "the node that held it" if self.copies == 1 else f"{self.copies} of the nodes that held it"
+            return f"acknowledged while {' or '.join(self.after)} had taken a copy away, then under {under} of {held}"
+        if self.after:
+            under = f"{' or '.join(self.after)}, then {under}"
         if self.scope == HOLDERS:
             held = "the node that held it" if self.copies == 1 else f"{self.copies} of the nodes that held it"
             within = f", within {self.window_s:g} s of the write" if self.window_s is not None else ""
@@ -123,7 +149,8 @@ class Promises:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Promises":
-        allowances = tuple(Allowance(**{**a, "faults": tuple(a["faults"])}) for a in d.get("allowances") or ())
+        allowances = tuple(Allowance(**{**a, "faults": tuple(a["faults"]), "after": tuple(a.get("after") or ())})
+                           for a in d.get("allowances") or ())
         return cls(**{**d, "allowances": allowances, "injected": tuple(d.get("injected") or ())})
 
     def lines(self) -> list[str]:

@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 from lab.history.phases import HEAL, START, fault_events
 from lab.history.record import FAULT_OP, MEASURED_PHASES, mask
-from lab.design.promises import CLOSED, CUT, HOLDERS, IN_FORCE, Allowance, Promises
+from lab.design.promises import CLOSED, CUT, DEGRADED, HOLDERS, IN_FORCE, Allowance, Promises
 from lab.judge.findings import DUPLICATED, Cause, Explanation
 
 NEVER = np.iinfo(np.int64).max
@@ -166,20 +166,64 @@ def _hurt(a: Allowance, faults: list[Fault], clients: set[str], made: int, synce
     if a.scope == IN_FORCE:
         for f in faults:
             if a.covers(f.kind) and f.start <= until and _plus(f.heal, a.grace_s) >= made:
-                return _under((f.kind,), a)
+                before = _before(a, faults, f)
+                if before is not None:
+                    return _under(before + (f.kind,), a)
         return None
     if a.scope == HOLDERS:
         struck: set[str] = set()
         kinds: list[str] = []
+        firsts: list[str] = []
         window = None if a.window_s is None else round(a.window_s * 1e9)
         for f in faults:
             servers = f.nodes - clients
             if (a.covers(f.kind) and servers and made <= f.start <= until
                     and (window is None or f.start - synced_from <= window)):
+                before = _before(a, faults, f)
+                if before is None:
+                    continue
                 struck |= servers
                 kinds.append(f.kind)
+                firsts += before
         if len(struck) >= a.copies:
-            return _under(tuple(sorted(set(kinds))), a)
+            return _under(tuple(sorted(set(firsts))) + tuple(sorted(set(kinds))), a)
+        return None
+    if a.scope == DEGRADED:
+        return _degraded(a, faults, clients, made, synced_from, until)
+    return None
+
+
+def _before(a: Allowance, faults: list[Fault], f: Fault) -> tuple[str, ...] | None:
+    """For an ordered combination (``a.after``), the kind of a fault in force when ``f``
+    began — () when ``a`` orders nothing; None when nothing of ``a.after`` was in force then."""
+    if not a.after:
+        return ()
+    for g in faults:
+        if g is not f and g.kind in a.after and g.start <= f.start <= _plus(g.heal, a.grace_s):
+            return (g.kind,)
+    return None
+
+
+def _degraded(a: Allowance, faults: list[Fault], clients: set[str], put_start: int, put_end: int,
+              until: int) -> Explanation | None:
+    """A degraded acknowledgement: while the put was acknowledged (``put_start`` to
+    ``put_end``) a fault of ``a.after`` had taken out server nodes, and afterwards, up to
+    ``until``, faults of ``a``'s kinds struck ``a.copies`` of the server nodes it had not."""
+    for g in faults:
+        taken = g.nodes - clients
+        # in force at some instant of the put; a heal is not followed by grace here: once healed,
+        # the copies exist again, and a put acknowledged after that had all of them
+        if g.kind not in a.after or not taken or not (g.start <= put_end and g.heal >= put_start):
+            continue
+        struck: set[str] = set()
+        kinds: list[str] = []
+        for f in faults:
+            left = (f.nodes - clients) - taken
+            if f is not g and a.covers(f.kind) and left and put_start <= f.start <= until:
+                struck |= left
+                kinds.append(f.kind)
+        if len(struck) >= a.copies:
+            return _under((g.kind,) + tuple(sorted(set(kinds))), a)
     return None
 
 
@@ -306,9 +350,26 @@ def _redelivery(promises: Promises, allowances: list[Allowance], faults: list[Fa
             if why:
                 return why
         else:
-            why = _hurt(a, faults, clients, previous.start, previous.start, again.end)
+            why = _in_force_between(a, faults, previous, again, acked)
             if why:
                 return why
+    return None
+
+
+def _in_force_between(a: Allowance, faults: list[Fault], previous: _Op, again: _Op,
+                      acked: list[int]) -> Explanation | None:
+    """An ``IN_FORCE`` allowance's explanation of a redelivery: a fault that began before the
+    previous delivery was settled (its first acknowledgement, with ``grace_s``; not
+    acknowledged, the redelivery) and was still in force, or healed less than ``grace_s``
+    before, when the redelivery began. The excuse ends with the fault: a message handed out
+    again long after it healed does not carry the fault's window with it."""
+    settled = min((t for t in acked if t <= again.start), default=None)
+    until = again.end if settled is None else min(again.end, _plus(settled, a.grace_s))
+    for f in faults:
+        if a.covers(f.kind) and f.start <= until and _plus(f.heal, a.grace_s) >= again.start:
+            before = _before(a, faults, f)
+            if before is not None:
+                return _under(before + (f.kind,), a)
     return None
 
 

@@ -34,14 +34,17 @@ def anomaly(what: str, n: int) -> str:
     raise ValueError(f"no words for the anomaly {what!r}")
 
 
-def explanation(e: Explanation) -> str:
-    """What explains an anomaly: "under crash: allowed, syncJournal=never loses the unsynced tail"."""
+def explanation(e: Explanation, allowed: bool = True) -> str:
+    """What explains an anomaly: "under crash: allowed, syncJournal=never loses the unsynced
+    tail". ``allowed`` False: the anomaly is one the promises expect (a note of a valid run,
+    such as a duplicate of an at-least-once design), so it is not called allowed."""
+    said = "allowed, " if allowed else "as promised, "
     if e.cause is Cause.FAULT:
-        return f"under {', '.join(e.faults)}: allowed, {e.allowance}"
+        return f"under {', '.join(e.faults)}: {said}{e.allowance}"
     if e.cause is Cause.CUT_GET:
-        return f"after a get whose reply never came: allowed, {e.allowance}"
+        return f"after a get whose reply never came: {said}{e.allowance}"
     if e.cause is Cause.BROKEN_READ:
-        return f"after a consumer's connection broke: allowed, {e.allowance}"
+        return f"after a consumer's connection broke: {said}{e.allowance}"
     if e.cause is Cause.LEASE:
         return f"after a lease of {e.lease_s:g} s ran out unacknowledged"
     if e.cause is Cause.HANDED_BACK:
@@ -73,7 +76,7 @@ def finding(f: Finding, promises: Promises, faults: frozenset[str]) -> str:
         return f"{count(f.count, f.operation or 'operation')} {Excuse.FAULT_FREE}"
     said = anomaly(f.anomaly, f.count)
     if f.explanation is not None:
-        return f"{said} {explanation(f.explanation)}"
+        return f"{said} {explanation(f.explanation, allowed=f.standing is not Standing.NOTE)}"
     if f.excuse is not None:
         return f"{said} ({f.excuse})"
     during = f" (the run's faults: {', '.join(sorted(faults))})" if faults else " (the run had no fault)"
