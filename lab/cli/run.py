@@ -51,6 +51,8 @@ def print_result(result) -> int:
     print(f"{result.workload.name} on {result.backend}, {result.world} world, seed {result.seed}: "
           f"{result.world_seconds:.2f} s {clock} in {result.wall_seconds:.2f} s wall "
           f"({result.samples:,} operations, {rate:,.0f} per wall-second)")
+    if result.world == "sim":  # the CPU model the sim ran on: the design's, a file, none or the lab's default
+        print(f"calibration: {result.spec.calibration.source}")
     print()
     print(format_table(result.summary))
     print()

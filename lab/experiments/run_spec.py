@@ -66,7 +66,23 @@ class Calibration:
         if asked is not None:
             return cls.load(asked)
         model = design.cpu.model(design, options)
-        return cls(model, model.source if model is not None else "none: the design has no calibration")
+        if model is None:  # zero CPU time would let a new design's races never happen: the lab's default
+            return cls.lab_default(design.name)
+        return cls(model, model.source)
+
+    @classmethod
+    def lab_default(cls, name: str) -> "Calibration":
+        """The CPU model a design with no calibration of its own runs on: the control's
+        (``ideal``'s committed calibration), its slowest request kind's time for every kind it
+        did not measure — a stated stand-in, not zero CPU time."""
+        path = Path(__file__).resolve().parents[1] / "backends" / "ideal" / "calibration.yaml"
+        model = ServiceModel.load(path)
+        slowest = max(model.kinds.items(), key=lambda item: item[1].mean_ns())
+        default = model.default if model.default is not None else slowest[1]
+        what = f"ideal's calibration, {slowest[0]}'s service time for other request kinds"
+        source = (f"the lab's default CPU model: {what} ({path}); {name} has no calibration.yaml — "
+                  f"run `lab calibrate {name}`")
+        return cls(dataclasses.replace(model, default=default, source=source), source)
 
 
 @dataclass(frozen=True)
