@@ -77,7 +77,7 @@ class Calibration:
         did not measure — a stated stand-in, not zero CPU time."""
         path = Path(__file__).resolve().parents[1] / "backends" / "ideal" / "calibration.yaml"
         model = ServiceModel.load(path)
-        slowest = max(model.kinds.items(), key=lambda item: item[1].mean_ns())
+        slowest = max(model.kinds.items(), key=lambda item: item[1].mean_ns)
         default = model.default if model.default is not None else slowest[1]
         what = f"ideal's calibration, {slowest[0]}'s service time for other request kinds"
         source = (f"the lab's default CPU model: {what} ({path}); {name} has no calibration.yaml — "
