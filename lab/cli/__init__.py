@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lab.cli import (aggregate, bench, brokers, calibrate, catalogue, compare, conform, doctor, fidelity, figures, load,
-                     matrix, mutants, new, regress, report, run, servers, swarm)
+from lab.cli import (aggregate, bench, brokers, calibrate, catalogue, compare, conform, doctor, explain, fidelity,
+                     figures, load, matrix, mutants, new, regress, report, run, servers, swarm)
 from lab.cli.common import USER_ERRORS, UsageError
 from lab.cli.servers import cmd_design_tool
 
@@ -23,8 +23,8 @@ __all__ = ["main", "build_parser", "UsageError", "USER_ERRORS"]
 
 #: The command modules, in the order `lab --help` lists their subcommands; each adds its parsers
 #: (``add_parser``) and names the function each subcommand runs (``COMMANDS``).
-_FAMILIES = (run, catalogue, compare, matrix, brokers, fidelity, report, regress, aggregate, servers, load, swarm, mutants,
-             conform, calibrate, bench, new, doctor, figures)
+_FAMILIES = (run, catalogue, compare, matrix, brokers, fidelity, report, explain, regress, aggregate, servers, load,
+             swarm, mutants, conform, calibrate, bench, new, doctor, figures)
 
 
 def build_parser() -> argparse.ArgumentParser:
