@@ -123,6 +123,43 @@ MUTANTS = [Mutant("toyq-harmless", "toyq", "no loss", "changes nothing",
     assert report.line("mutants: no false alarm").status == PASS
 
 
+TOY_HARMLESS = """
+from lab.design import Mutant, Patch
+from toyq.driver import ToyBackend
+
+MUTANTS = [Mutant("toyq-harmless", "toyq", "no loss", "changes nothing",
+                  (Patch(ToyBackend, "about", ToyBackend.about),))]
+"""
+
+
+def test_a_seed_budget_sets_each_mutants_runs_and_a_miss_names_them(tmp_path):
+    with installed(_toy(tmp_path, files={"toyq/mutants.py": TOY_HARMLESS}, extra="from lab.design import Parts",
+                        body='    parts = Parts(mutants="toyq.mutants")\n')):
+        report = conform("toyq", only=["mutants"], seeds=3, **QUIET)
+    line = report.line("mutants: toyq-harmless caught")
+    # no scenarios of its own: the swarm's base load once with no fault, then swarm seeds 1..3
+    assert line.status == FAIL
+    assert "NOT CAUGHT in 4 runs (base seed 1; swarm seeds 1-3; folders: " in line.reason
+    assert "toyq-harmless" in line.reason.split("folders: ")[1]
+    alarms = report.line("mutants: no false alarm")
+    assert alarms.status == PASS and alarms.reason.startswith("4 control run(s), folders: ")
+
+
+def test_a_seed_budget_sets_the_fault_matrix_seeds(tmp_path):
+    report = conform("ideal", only=["fault-matrix"], seeds=2, keep=True, **QUIET)
+    line = report.line("sim: promises honest over a short fault matrix")
+    assert line.status == PASS and "seeds 1, 2 of " in line.reason
+    folder = Path(line.reason.split("folders: ")[1].split(";")[0])
+    assert folder.is_dir() and {p.name for p in folder.glob("*/*/seed-*")} == {"seed-1", "seed-2"}
+    import shutil
+    shutil.rmtree(folder.parent)
+
+
+def test_a_seed_budget_below_one_is_refused():
+    with pytest.raises(ValueError, match="seeds=0"):
+        conform("ideal", only=["mutants"], seeds=0, **QUIET)
+
+
 # -- the live server checks, on scaffolds with one fault planted ---------------------------------
 # Each fixture is the package `lab new design` writes, with one file changed; `lab serve NAME` runs
 # in a child process, which sees the plug-in through PYTHONPATH (the live world passes its own

@@ -19,6 +19,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="run this check only (repeatable): purity, determinism, no-fault-sim, options, "
                         "no-fault-live, server, fault-matrix, swarm, mutants")
     p.add_argument("--jobs", type=int, help="runs at a time (default: one per core)")
+    p.add_argument("--seeds", type=int, metavar="N",
+                   help="seed budget of the mutant and fault lines: each mutant's scenarios and swarm at seeds "
+                        "1..N, the fault matrix at seeds 1..N, N swarm seeds per option set (default: 2 for "
+                        "mutants, 1 for the matrix, 3 for the swarm)")
+    p.add_argument("--keep", action="store_true", help="keep the runs' folder (named in each line) afterwards")
 
 
 def cmd_conform(args: argparse.Namespace) -> int:
@@ -26,8 +31,11 @@ def cmd_conform(args: argparse.Namespace) -> int:
 
     if args.jobs is not None and args.jobs < 1:
         raise UsageError(f"--jobs {args.jobs}: use 1 or more")
+    if args.seeds is not None and args.seeds < 1:
+        raise UsageError(f"--seeds {args.seeds}: use 1 or more")
     try:
-        report = conform(args.design, quick=args.quick, only=args.only, jobs=args.jobs)
+        report = conform(args.design, quick=args.quick, only=args.only, jobs=args.jobs, seeds=args.seeds,
+                         keep=args.keep)
     except ValueError as e:
         if type(e) is not ValueError:  # UnknownBackend, BadOption: the lab's own one-line errors
             raise

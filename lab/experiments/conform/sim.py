@@ -13,13 +13,14 @@ import yaml
 
 from lab.design.options import BadOption
 from lab.experiments.conform.report import FAIL, PASS, SKIP, Line
-from lab.experiments.conform.target import Target, label, reads, short_load
+from lab.experiments.conform.target import Target, label, reads, seed_list, short_load
 from lab.judge.findings import Verdict
 
 WORLD = "sim"
 #: values no option of a design should take: at least one must be refused
 BAD_VALUES: tuple[Any, ...] = ("not-a-number", -1, "", 1e300, {"a": 1})
-SWARM_SEEDS = 3  # per option set
+SWARM_SEEDS = 3  # per option set (--seeds N overrides)
+MATRIX_SEEDS = 1  # per scenario and option set (--seeds N overrides)
 SWARM_LOAD = {"name": "conform-swarm", "queues": 1, "producers": 2, "consumers": 2, "message_size": 100,
               "rate": 500, "duration": 2, "warmup": 0.3, "ack": "reliable"}
 
@@ -130,8 +131,9 @@ def fault_scenarios() -> list[str]:
 
 
 def fault_matrix(target: Target) -> list[Line]:
-    """Each of ``fault_scenarios`` at seed 1 under each option set: no ``invalid`` verdict
-    (allowed is what the design promises under the fault), no run that raises."""
+    """Each of ``fault_scenarios`` at seeds 1..N (``MATRIX_SEEDS``, or ``--seeds``) under each
+    option set: no ``invalid`` verdict (allowed is what the design promises under the fault),
+    no run that raises."""
     from lab.experiments.hunt import scenario_mapping
     from lab.experiments.runner import fault_refusal
     from lab.experiments.swarm_worker import ERROR, run_seed, seed_run
@@ -140,40 +142,45 @@ def fault_matrix(target: Target) -> list[Line]:
     check = "sim: promises honest over a short fault matrix"
     if (skip := _worlds_skip(target, WORLD, check)) is not None:
         return [skip]
+    seeds = list(range(1, target.seeds_or(MATRIX_SEEDS) + 1))
     work, refused = [], []
     for scenario in fault_scenarios():
         if (why := fault_refusal(load_workload(scenario), WORLD, target.name)) is not None:
             refused.append(f"{scenario} ({why})")
             continue
         for options in target.option_sets():
-            work.append((scenario, options, scenario_mapping(scenario, 1)))
-    outcomes = _in_pool(target, [(run_seed, data, target.name, options, 1,
-                                  str(target.out("matrix", label(options), scenario)), WORLD)
-                                 for scenario, options, data in work])
+            for seed in seeds:
+                out = str(target.out("matrix", label(options), scenario, f"seed-{seed}"))
+                work.append((scenario, options, seed, scenario_mapping(scenario, seed), out))
+    outcomes = _in_pool(target, [(run_seed, data, target.name, options, seed, out, WORLD)
+                                 for scenario, options, seed, data, out in work])
     bad = []
-    for (scenario, options, data), outcome in zip(work, outcomes):
-        run = seed_run(outcome, 1, data, str(target.out("matrix", label(options), scenario)))
+    for (scenario, options, seed, data, out), outcome in zip(work, outcomes):
+        run = seed_run(outcome, seed, data, out)
         if run.verdict in (Verdict.INVALID, Verdict.NO_EVIDENCE, ERROR):  # no evidence: nothing shown honest
-            bad.append(f"{scenario} with {label(options)}: {run.verdict.upper()} {run.reason}")
+            bad.append(f"{scenario} seed {seed} with {label(options)}: {run.verdict.upper()} {run.reason}")
     note = f"; not applied: {', '.join(refused)}" if refused else ""
+    made = (f"{len(work)} runs: seed{'s' if len(seeds) > 1 else ''} {seed_list(seeds)} of "
+            f"{', '.join(fault_scenarios())} x {len(target.option_sets())} option set(s); "
+            f"folders: {target.folder / 'matrix'}")
     if bad:
-        return [Line(check, FAIL, "; ".join(bad) + note)]
-    return [Line(check, PASS, f"{len(work)} runs ({', '.join(fault_scenarios())} x {len(target.option_sets())} "
-                              f"option set(s)), none invalid or without evidence{note}")]
+        return [Line(check, FAIL, "; ".join(bad) + f" ({made}){note}")]
+    return [Line(check, PASS, f"{made}; none invalid or without evidence{note}")]
 
 
 def swarm(target: Target) -> list[Line]:
     """A few swarm seeds per option set (a random fault mix each, a short load): none invalid."""
     from lab.experiments.swarm import swarm as run_swarm
 
-    check = f"sim: promises honest over a small swarm ({SWARM_SEEDS} seeds per option set)"
+    seeds = list(range(1, target.seeds_or(SWARM_SEEDS) + 1))
+    check = f"sim: promises honest over a small swarm ({len(seeds)} seeds per option set)"
     if (skip := _worlds_skip(target, WORLD, check)) is not None:
         return [skip]
     base = target.out("swarm-load.yaml")
     base.write_text(yaml.safe_dump(SWARM_LOAD))
     bad, runs = [], 0
     for options in target.option_sets():
-        result = run_swarm(target.name, range(1, SWARM_SEEDS + 1), jobs=target.jobs, options=options,
+        result = run_swarm(target.name, seeds, jobs=target.jobs, options=options,
                            workload=base, out=target.out("swarm", label(options)), shrink=False, progress=False,
                            echo=lambda line: None)
         runs += len(result.runs)
@@ -182,9 +189,11 @@ def swarm(target: Target) -> list[Line]:
             bad.append(f"{label(options)} seed {r.seed}: {r.verdict.upper()} {r.reason} (faults: {r.faults}; "
                        f"replay: lab swarm --backend {target.name} --seeds {r.seed}"
                        + "".join(f" --option {k}={v}" for k, v in options.items()) + ")")
+    made = f"{runs} runs: seeds {seed_list(seeds)} x {len(target.option_sets())} option set(s); " \
+           f"folders: {target.folder / 'swarm'}"
     if bad:
-        return [Line(check, FAIL, "; ".join(bad))]
-    return [Line(check, PASS, f"{runs} runs, none invalid")]
+        return [Line(check, FAIL, "; ".join(bad) + f" ({made})")]
+    return [Line(check, PASS, f"{made}; none invalid")]
 
 
 def _in_pool(target: Target, jobs: list[tuple]) -> list[Any]:

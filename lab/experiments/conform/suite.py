@@ -56,9 +56,11 @@ QUICK = tuple(c.name for c in CHECKS if c.quick)
 
 
 def conform(name: str, quick: bool = False, only: Iterable[str] | None = None, jobs: int | None = None,
-            echo: Callable[[str], None] = print) -> Report:
+            echo: Callable[[str], None] = print, seeds: int | None = None, keep: bool = False) -> Report:
     """Run the checks on design ``name`` (``quick``: the static, determinism, no-fault and
-    server checks only; ``only``: those checks by name) and return the checklist.
+    server checks only; ``only``: those checks by name; ``seeds``: the seed budget of the
+    mutant, fault-matrix and swarm lines, None for their own; ``keep``: leave the runs'
+    folder, named in the report, instead of removing it) and return the checklist.
     UnknownBackend for a design that is not installed, or a real broker (it has no core to
     hold to the two worlds: ``tests/test_peer_*.py`` check the brokers); ValueError for an
     unknown check."""
@@ -68,11 +70,13 @@ def conform(name: str, quick: bool = False, only: Iterable[str] | None = None, j
     if is_peer(name):
         raise UnknownBackend(f"{name} is a real broker, not a design: lab conform holds a design's core to both "
                              f"worlds; run a broker with lab run --world live, lab brokers or lab matrix --world live")
+    if seeds is not None and seeds < 1:
+        raise ValueError(f"seeds={seeds}: use 1 or more")
     chosen = _chosen(quick, only)
     report = Report(name, quick=quick)
     started = time.monotonic()
     folder = Path(tempfile.mkdtemp(prefix=f"lab-conform-{name}-"))
-    target = Target(name, cls, folder, echo=echo, **({"jobs": jobs} if jobs else {}))
+    target = Target(name, cls, folder, echo=echo, seeds=seeds, **({"jobs": jobs} if jobs else {}))
     try:
         for number, check in enumerate(chosen, 1):
             echo(f"[{number}/{len(chosen)}] {check.name} ...")
@@ -90,7 +94,11 @@ def conform(name: str, quick: bool = False, only: Iterable[str] | None = None, j
                 echo(f"    {line.text()}")
             echo(f"[{number}/{len(chosen)}] {check.name}: {_worst(lines)} in {seconds:.1f} s")
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        if keep:
+            echo(f"runs kept in {folder}")
+        else:  # the lines name the runs' folders: say they are gone
+            shutil.rmtree(folder, ignore_errors=True)
+            echo(f"runs' folder {folder} removed (keep it: --keep)")
         report.seconds = time.monotonic() - started
     return report
 

@@ -33,6 +33,12 @@ class Target:
     folder: Path  # temporary: removed when the suite ends
     jobs: int = field(default_factory=lambda: len(os.sched_getaffinity(0)))
     echo: Callable[[str], None] = print
+    #: `--seeds N`: seeds per mutant run kind and per fault line (None: each check's own default)
+    seeds: int | None = None
+
+    def seeds_or(self, default: int) -> int:
+        """The seed budget asked for, else the check's own ``default``."""
+        return default if self.seeds is None else self.seeds
 
     def out(self, *parts: str) -> Path:
         """A fresh path under the suite's folder for one run or experiment (not created)."""
@@ -47,3 +53,11 @@ class Target:
 
 def label(options: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in options.items()) or "defaults"
+
+
+def seed_list(seeds: list[int]) -> str:
+    """Seeds as people read them: ``1``, ``1, 2`` or ``1-10``."""
+    ordered = sorted(set(seeds))
+    if len(ordered) > 2 and ordered == list(range(ordered[0], ordered[-1] + 1)):
+        return f"{ordered[0]}-{ordered[-1]}"
+    return ", ".join(map(str, ordered))
