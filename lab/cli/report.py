@@ -30,7 +30,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise UsageError(f"--out {out}: a folder; give a file path such as {out / 'report.html'}")
     skipped: list[str] = []
     try:
-        page = render(find_runs(args.runs, skipped))
+        runs = find_runs(args.runs, skipped)
+        page = render(runs)
     except NoRuns as e:
         raise UsageError(str(e)) from None
     for line in skipped:  # folders an interrupt cut short: named, not read
@@ -41,7 +42,29 @@ def cmd_report(args: argparse.Namespace) -> int:
     except OSError as e:
         raise UsageError(f"--out {out}: cannot write: {e.strerror or e}") from None
     print(f"written: {out}")
+    for line in timelines(runs, out):
+        print(line)
     return 0
+
+
+def timelines(runs: list, out: Path) -> list[str]:
+    """Each run's operations against time (``lab.present.timeline``), as timeline.html in a
+    folder per run beside the report: ``<report>-timelines/<run folder>/timeline.html``."""
+    from lab.present import timeline
+
+    root = out.with_name(out.stem + "-timelines")
+    said, used = [], set()
+    for run in runs:
+        name = run.directory.name
+        while name in used:  # two runs of one name (two compare outputs): told apart
+            name += "+"
+        used.add(name)
+        title = f"{run.backend} ({run.world}), {run.workload}: {run.directory}"
+        try:
+            said.append(f"written: {timeline.write(run.directory, root / name / 'timeline.html', title)}")
+        except OSError as e:
+            raise UsageError(f"{root / name}: cannot write the timeline: {e.strerror or e}") from None
+    return said
 
 
 #: the subcommands this module adds, and the function each runs
