@@ -157,7 +157,8 @@ def brokers() -> list[Check]:
 
 
 def disk() -> Check:
-    """Free space where results go (``results/`` or $QUEUE_LAB_RESULTS)."""
+    """Free space where results go (``lab.history.paths.results_dir``: $QUEUE_LAB_RESULTS, the
+    checkout's ``results/`` when working inside it, else ./results)."""
     from lab.history.paths import results_dir
 
     where = results_dir()

@@ -1,5 +1,16 @@
-"""Where results go: ``results/`` of the checkout (or $QUEUE_LAB_RESULTS, or ./results), and
-the making of a run's folder."""
+"""Where results go, and the making of a run's folder.
+
+Results go where the user works, never into the lab's install. ``results_dir()`` is, in
+this order:
+
+1. ``$QUEUE_LAB_RESULTS``, if it is set;
+2. the checkout's ``results/``, if the current folder is inside the lab's own checkout (so
+   ``make compare``, ``notebooks/`` and the test suite find their runs where they always did);
+3. ``./results`` of the current folder otherwise — a user's design folder, even when the lab
+   is an editable install of a checkout elsewhere.
+
+docs/run.md and docs/settings.md say the same to the user.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +20,22 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
+def in_checkout(folder: Path | None = None) -> bool:
+    """Whether ``folder`` (the current folder by default) is inside the lab's own checkout:
+    an editable install's source tree, not a wheel's site-packages."""
+    if not (REPO / "pyproject.toml").exists():  # installed from a wheel: no checkout at all
+        return False
+    here = (folder if folder is not None else Path.cwd()).resolve()
+    return here == REPO or REPO in here.parents
+
+
 def results_dir() -> Path:
+    """Where results go (the module's docstring gives the rule)."""
     if "QUEUE_LAB_RESULTS" in os.environ:
         return Path(os.environ["QUEUE_LAB_RESULTS"])
-    if (REPO / "pyproject.toml").exists():  # an editable install in a checkout
+    # The checkout's results/ only for work inside the checkout: an editable install used
+    # from a user's own design folder must not write into the lab's source tree.
+    if in_checkout():
         return REPO / "results"
     return Path.cwd() / "results"
 
