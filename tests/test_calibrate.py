@@ -146,3 +146,27 @@ def test_a_server_process_splits_the_round_trip_into_client_server_and_network()
     parts_us = model.client.scale_ns / 1e3 + server_us + 2 * model.network["ms"] * 1e3
     # (within the 1 µs floor each one-way half is clamped to: middle round trips near it move the median by up to 2 µs)
     assert parts_us == pytest.approx(probe["round_trip_us_median"], rel=0.02, abs=2.0) or model.network["ms"] == 0.001
+
+
+def test_calibrate_starts_a_design_as_a_run_does_through_its_start(monkeypatch):
+    """A design that does work in start() (here: records it, then puts a message once its
+    nodes are up, as a design electing a primary would call one) is calibrated with that work
+    done: calibrate goes through ``Backend.start``, not the nodes' boots alone."""
+    from lab.backends.ideal.driver import IdealBackend
+    import lab.experiments.calibrate as calibrate_module
+
+    calls: list[str] = []
+
+    class StartsWithWork(IdealBackend):
+        async def start(self) -> None:
+            await super().start()
+            calls.append("start")
+            client = self.client(self.world.node("starter"), False)
+            await client.put("started", b"x")  # needs the nodes up: fails if start() ran before them
+            await client.close()
+            calls.append("put after start")
+
+    monkeypatch.setattr(calibrate_module, "backend_class", lambda name: StartsWithWork)
+    calibration = calibrate("ideal", 10, loopback=False, progress=False)
+    assert calls == ["start", "put after start"]
+    assert calibration is not None

@@ -142,8 +142,9 @@ async def _in_process(cls: type[Backend], options: Mapping[str, Any] | None, req
     meter.cpu_nodes = frozenset(cpu_nodes)
     clients: list[Any] = []
     try:
-        for node in design.server_nodes:  # in the order the sim world starts them (a store first)
-            await world.start(node, design.boot(node))
+        # As a run starts them: through the design's start() (its server nodes in order, a
+        # store first, and whatever else the design does there, e.g. electing a primary).
+        await design.start()
         rt = world.node("calibrate")
         reliable, plain = design.client(rt, True), design.client(rt, False)
         clients += [reliable, plain]

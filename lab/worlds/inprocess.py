@@ -211,6 +211,16 @@ class InProcessWorld:
         await boot(rt)
         return rt
 
+    async def start_server(self, server: Any) -> None:
+        """A design's server node (a ``lab.design.world.ServerSpec``), booted here as the sim
+        world boots it: what ``Backend.start`` calls, so a design's own start() runs too."""
+        await self.start(server.node, server.boot)
+
+    async def stop_server(self, node: str) -> None:
+        rt = self.nodes.pop(node, None)
+        if rt is not None:
+            await rt.close()
+
     async def close(self) -> None:
         for rt in list(self.nodes.values()):
             await rt.close()
