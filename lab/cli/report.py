@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lab.cli.common import UsageError
+
+if TYPE_CHECKING:
+    from lab.present.report import Run
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -47,13 +51,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def timelines(runs: list, out: Path) -> list[str]:
+def timelines(runs: list[Run], out: Path) -> list[str]:
     """Each run's operations against time (``lab.present.timeline``), as timeline.html in a
     folder per run beside the report: ``<report>-timelines/<run folder>/timeline.html``."""
     from lab.present import timeline
 
     root = out.with_name(out.stem + "-timelines")
-    said, used = [], set()
+    said: list[str] = []
+    used: set[str] = set()
     for run in runs:
         name = run.directory.name
         while name in used:  # two runs of one name (two compare outputs): told apart

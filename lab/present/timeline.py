@@ -31,9 +31,8 @@ def render(samples: pa.Table, title: str) -> str:
     start = ops.column("t_start_ns").to_numpy(zero_copy_only=False).astype(np.int64)
     end = start + ops.column("latency_ns").to_numpy(zero_copy_only=False).astype(np.int64)
     events = fault_events(samples)
-    t0 = int(min([start.min()] if len(start) else [0]) if len(start) else 0)
-    t1 = int(max([end.max()] if len(end) else [t0 + 1]))
-    t1 = max([t1] + [e.t_ns for e in events])
+    instants = [e.t_ns for e in events] + ([int(start.min()), int(end.max())] if len(start) else [])
+    t0, t1 = (min(instants), max(instants)) if instants else (0, 1)
     span = max(t1 - t0, 1)
 
     def x(t: int) -> float:
