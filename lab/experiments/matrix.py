@@ -185,7 +185,7 @@ def run_matrix(backends: Iterable[str] | None = None, scenarios: Iterable[str] |
         matrix = Matrix(directory, {cell: sorted(runs, key=lambda r: r.seed) for cell, runs in results.items()})
         echo("  aggregating with Spark ...")
         latencies = _latencies(matrix)
-    matrix.rows = [_row(cell, runs, workloads[cell.scenario], latencies) for cell, runs in matrix.cells.items()]
+    matrix.rows = [cell_row(cell, runs, workloads[cell.scenario], latencies) for cell, runs in matrix.cells.items()]
     _write_csv(matrix.rows, matrix.csv_path)
     matrix.markdown_path.write_text(markdown(matrix.rows, seeds) + "\n")
     heatmap(matrix.rows, matrix.heatmap_path, seeds)
@@ -304,8 +304,19 @@ def _cell_key(cell: Cell) -> str:
     return f"{cell.row}|{cell.scenario}"
 
 
-def _row(cell: Cell, runs: list[SeedRun], scenario: Workload,
-         latencies: Mapping[tuple[Cell, str, str], Mapping[str, float]]) -> dict[str, Any]:
+def seed_reason(worst_run: SeedRun, seeds: int) -> str:
+    """The reason a cell quotes: its worst seed's, named as that seed's when the cell has
+    several — the cell's lost/duplicated figures are sums over all its seeds, and a reason's
+    own numbers (one seed's) must not read as the cell's."""
+    if not worst_run.reason or seeds <= 1:
+        return worst_run.reason
+    return f"seed {worst_run.seed} (of {seeds}; the counts are summed over all): {worst_run.reason}"
+
+
+def cell_row(cell: Cell, runs: list[SeedRun], scenario: Workload,
+             latencies: Mapping[tuple[Cell, str, str], Mapping[str, float]]) -> dict[str, Any]:
+    """A cell's row of the matrix: the worst verdict over its seeds and that seed's reason
+    (named as the seed's), the counts summed over the seeds."""
     verdict = worst(r.verdict for r in runs)  # of the seeds with evidence; a seed without is counted apart
     worst_run = next(r for r in runs if r.verdict == verdict)
     recovers = [r.recover_s for r in runs]
@@ -316,7 +327,7 @@ def _row(cell: Cell, runs: list[SeedRun], scenario: Workload,
         "backend": cell.backend, "options": " ".join(f"{k}={v}" for k, v in cell.options),
         "scenario": cell.scenario, "seeds": len(runs),
         "no_evidence": sum(1 for r in runs if r.verdict == Verdict.NO_EVIDENCE), "verdict": str(verdict),
-        "reason": worst_run.reason if verdict is not Verdict.VALID else "",
+        "reason": seed_reason(worst_run, len(runs)) if verdict is not Verdict.VALID else "",
         "lost": sum(r.lost for r in runs), "duplicated": sum(r.duplicated for r in runs),
         "unexpected": sum(r.unexpected for r in runs), "inversions": sum(r.inversions for r in runs),
         "most_overtakers": max(r.most_overtakers for r in runs),
