@@ -98,6 +98,39 @@ class Check:
         return words.line(self.verdict, self.reason, self.counts, self.reordering)
 
 
+@dataclass(frozen=True)
+class Tallies:
+    """Per message (indexed by ``message_codes``' distinct ids): puts invoked, puts
+    acknowledged, and deliveries less those handed back (a failed release hands back none)."""
+
+    attempts: np.ndarray
+    enqueued: np.ndarray
+    dequeued: np.ndarray
+
+    @property
+    def lost(self) -> np.ndarray:
+        lost: np.ndarray = np.maximum(self.enqueued - self.dequeued, 0)
+        return lost
+
+    @property
+    def duplicated(self) -> np.ndarray:
+        return np.where(self.attempts > 0, np.maximum(self.dequeued - self.attempts, 0), 0)
+
+
+def tallies(samples: pa.Table, codes: np.ndarray, n: int) -> Tallies:
+    """The per-message counts every anomaly is made of (``codes``: each row's message index)."""
+    put = mask(samples, "op", "put")
+    ok_outcome = mask(samples, "outcome", "ok")
+    got = mask(samples, "op", "get") & ok_outcome & (codes >= 0)  # deliveries, not empty polls
+
+    def counts(rows: np.ndarray) -> np.ndarray:
+        chosen = codes[rows]
+        return np.bincount(chosen[chosen >= 0], minlength=n).astype(np.int32)
+
+    released = counts(mask(samples, "op", "release") & ~mask(samples, "outcome", "fail"))  # a failed one: none
+    return Tallies(counts(put), counts(put & ok_outcome), np.maximum(counts(got) - released, 0))  # handed back: not delivered
+
+
 def check(samples: pa.Table, facts: RunFacts | None = None) -> Check:
     """The verdict of one run's samples (a table with the sample schema, or at least its op,
     client, msg_id, t_start_ns, latency_ns and outcome columns; string columns may be
@@ -108,19 +141,8 @@ def check(samples: pa.Table, facts: RunFacts | None = None) -> Check:
     ids (Arrow hashes them), so a long run's check holds no Python object per message."""
     ids, codes = message_codes(samples)
     n = len(ids)
-    put = mask(samples, "op", "put")
-    ok_outcome = mask(samples, "outcome", "ok")
-    got = mask(samples, "op", "get") & ok_outcome & (codes >= 0)  # deliveries, not empty polls
-
-    def counts(rows: np.ndarray) -> np.ndarray:
-        chosen = codes[rows]
-        return np.bincount(chosen[chosen >= 0], minlength=n).astype(np.int32)
-
-    attempts = counts(put)
-    enqueued = counts(put & ok_outcome)
-    released = counts(mask(samples, "op", "release") & ~mask(samples, "outcome", "fail"))  # a failed one: none
-    dequeued = np.maximum(counts(got) - released, 0)  # handed back: not delivered
-    del put, ok_outcome
+    tally_of = tallies(samples, codes, n)
+    attempts, enqueued, dequeued = tally_of.attempts, tally_of.enqueued, tally_of.dequeued
 
     totals: dict[str, int] = {}
     examples: dict[str, list[str]] = {}
@@ -137,12 +159,11 @@ def check(samples: pa.Table, facts: RunFacts | None = None) -> Check:
     tally("recovered", np.maximum(ok - enqueued, 0))
     del ok
     tally("unexpected", np.where(attempts == 0, dequeued, 0))
-    duplicated = np.where(attempts > 0, np.maximum(dequeued - attempts, 0), 0)
+    duplicated = tally_of.duplicated
     tally("duplicated", duplicated)
-    lost = np.maximum(enqueued - dequeued, 0)
+    lost = tally_of.lost
     tally("lost", lost)
     examples = {name: examples[name] for name in ("lost", "unexpected", "duplicated", "recovered") if name in examples}
-    del got
     promises = facts.promises() if facts is not None else total_queue("no declared promises")
     order = check_order(samples, codes, n, per_consumer=promises.order == FIFO_PER_CONSUMER)
     attribution = attribute(samples, codes, promises, lost=lost, duplicated=duplicated,

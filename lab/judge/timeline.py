@@ -26,6 +26,7 @@ from lab.design.promises import NO_ORDER, FIFO_PER_CONSUMER, Promises
 from lab.history.record import FAULT_OP, mask, message_codes, read_samples
 from lab.judge import words
 from lab.judge.attribution import Fault, attribute, faults_of
+from lab.judge.checker import tallies
 from lab.judge.findings import Explanation
 from lab.judge.order import check_order
 from lab.judge.verdict import RunFacts
@@ -121,22 +122,9 @@ def load(directory: Path) -> Run:
 
 
 def anomaly_counts(samples: pa.Table, codes: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per message, (lost, duplicated) as ``lab.judge.checker.check`` counts them. A copy of its
-    arithmetic: the checker computes them inside ``check`` and exposes no function for it."""
-    put = mask(samples, "op", "put")
-    ok = mask(samples, "outcome", "ok")
-    got = mask(samples, "op", "get") & ok & (codes >= 0)
-
-    def counts(rows: np.ndarray) -> np.ndarray:
-        chosen = codes[rows]
-        return np.bincount(chosen[chosen >= 0], minlength=n).astype(np.int32)
-
-    attempts = counts(put)
-    enqueued = counts(put & ok)
-    released = counts(mask(samples, "op", "release") & ~mask(samples, "outcome", "fail"))
-    dequeued = np.maximum(counts(got) - released, 0)
-    duplicated = np.where(attempts > 0, np.maximum(dequeued - attempts, 0), 0)
-    return np.maximum(enqueued - dequeued, 0), duplicated
+    """Per message, (lost, duplicated) as ``lab.judge.checker.check`` counts them."""
+    counted = tallies(samples, codes, n)
+    return counted.lost, counted.duplicated
 
 
 def _only(counts: np.ndarray | None, code: int) -> np.ndarray | None:
