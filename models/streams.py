@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, NamedTuple, TypeVar
 
-from lab.design.runtime import Accept, CallTimeout, ProtocolDrop, ServerConnection, Unreachable
+from lab.design.runtime import Accept, CallTimeout, ConnectionLost, ProtocolDrop, ServerConnection, Unreachable
 from lab.design.service import request_kind
 from models.awaitables import Await, to_ns
 from models.host import NetPort, NodeRuntime
@@ -249,7 +249,7 @@ class SimConnection:
         if work is not None:
             await work
         if outcome is _RESET:
-            raise ConnectionResetError(f"{self.node}:{self.port} closed the connection before the reply")
+            raise ConnectionLost(f"{self.node}:{self.port} closed the connection before the reply")
         if outcome is _REFUSED:
             raise Unreachable(f"{self.node}:{self.port}: nothing listens on port {self.port!r}")
         if isinstance(outcome, _Failed):  # bytes that are no reply: the connection's state is unknown

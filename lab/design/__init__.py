@@ -4,7 +4,7 @@ A design — one of the lab's own in ``lab/backends/`` or one installed from els
 written against these names and nothing else of the lab:
 
 - the Runtime port, the one room a core talks to the world through (``Runtime``: clock,
-  tasks, events, random, disk, network), its errors (``CallTimeout``, ``Unreachable``,
+  tasks, events, random, disk, network), its errors (``CallTimeout``, ``ConnectionLost``, ``Unreachable``,
   ``RemoteError``, ``NodeDown``, ``ProtocolDrop``, ``Cancelled``) and its parts (``Store``,
   ``Connection``, ``ServerConnection``, ...); ``RuntimeStore``, the Store on a Runtime disk;
 - the driver interface: ``Backend`` (the design's nodes, boot and clients), ``QueueClient``
@@ -45,7 +45,7 @@ from lab.design.registry import Registration
 from lab.design.promises import (ANY_FAULT, AT_LEAST_ONCE, AT_MOST_ONCE, CLOSED, CUT, DISK_LOSS, EXACTLY_ONCE, FIFO,
                                  DEGRADED, FIFO_PER_CONSUMER, FSYNC_MARGIN_S, GRACE_S, HOLDERS, IN_FORCE, NO_ORDER, Allowance,
                                  Promised, Promises)
-from lab.design.runtime import (Accept, Boot, CallTimeout, Cancelled, Connection, Disk, Event, File, Handle, Handler,
+from lab.design.runtime import (Accept, Boot, CallTimeout, Cancelled, Connection, ConnectionLost, Disk, Event, File, Handle, Handler,
                                 Network, NodeDown, ProtocolDrop, RemoteError, Runtime, Send, ServerConnection, Store,
                                 Task, Unreachable)
 from lab.design.service import Cpu, ServiceModel, ServiceTime, message_bytes, message_kind, request_kind
@@ -54,7 +54,7 @@ from lab.design.world import ServerSpec, World
 
 __all__ = [
     # the Runtime port
-    "Accept", "Boot", "CallTimeout", "Cancelled", "Connection", "Disk", "Event", "File", "Handle", "Handler",
+    "Accept", "Boot", "CallTimeout", "Cancelled", "Connection", "ConnectionLost", "Disk", "Event", "File", "Handle", "Handler",
     "Network", "NodeDown", "ProtocolDrop", "RemoteError", "Runtime", "RuntimeStore", "Send", "ServerConnection",
     "Store", "Task", "Unreachable",
     # the driver interface

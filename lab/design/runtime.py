@@ -14,6 +14,18 @@ commit, ``settle``), built on its Runtime's ``Disk`` by ``lab.design.storage.Run
 under it; the embeddable libraries use the same Store on plain files
 (``lab.worlds.live.disk.FileStore``).
 
+Network errors, one set, raised alike in both worlds (a design's failover catches these
+names and nothing else):
+
+- ``Unreachable`` — no connection could be opened (nothing listens on that node's port, a
+  refused connection, no such node): the request was certainly not sent, a definite fail;
+- ``ConnectionLost`` (a ``ConnectionResetError``) — an open connection broke (reset or
+  closed by the server) before the whole reply came: the request may have been applied;
+- ``CallTimeout`` (a ``TimeoutError``) — no reply in time (a silent peer: a partition, a
+  crashed machine that sends nothing): the request may have been applied.
+
+``Network.call`` reports a lost connection as ``CallTimeout`` (no reply), as the sim does.
+
 The one thing taken from asyncio is the name of cancellation, ``Cancelled``: both
 worlds raise it, so a core catches one name.
 """
@@ -43,6 +55,12 @@ class CallTimeout(TimeoutError):
 
 class Unreachable(ConnectionError):
     """The peer could not be reached at all: the request was certainly not sent."""
+
+
+class ConnectionLost(ConnectionResetError):
+    """A connection broke (reset, or closed by the server) after the request may have been
+    sent and before the whole reply: the outcome is unknown. A ``ConnectionResetError``, so
+    a client that caught that still catches it."""
 
 
 class RemoteError(Exception):
@@ -185,7 +203,11 @@ class Connection(Protocol):
         """Send ``data`` and feed the reply's bytes to ``receive`` until it returns the reply
         (not None). ``CallTimeout`` after ``timeout`` seconds: the connection is closed then
         (its state is unknown) and the next exchange opens a new one. ``Unreachable`` if no
-        connection could be opened: ``data`` was certainly not sent."""
+        connection could be opened (refused, nothing listens): ``data`` was certainly not
+        sent. ``ConnectionLost`` if the connection was reset or closed before the whole
+        reply: ``data`` may have been acted on. No other network error (no raw
+        ``ConnectionResetError``, ``BrokenPipeError`` or ``OSError``) leaves an exchange; an
+        exception ``receive`` raises passes through as it is."""
 
     async def close(self) -> None: ...
 

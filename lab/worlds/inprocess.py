@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Generator, Iterable, TypeVar
 
 from lab.worlds.live.runtime import LiveRuntime
-from lab.design.runtime import (Accept, CallTimeout, Handler, ProtocolDrop, RemoteError, ServerConnection,
+from lab.design.runtime import (Accept, CallTimeout, ConnectionLost, Handler, ProtocolDrop, RemoteError, ServerConnection,
                          Unreachable)
 from lab.design.service import message_bytes, message_kind, request_kind
 
@@ -326,7 +326,7 @@ class InProcessConnection:
             self.accepted = None
         reply = receive(out) if out else None
         if reply is None:
-            raise ConnectionResetError(f"{self.node}:{self.port} closed the connection before the reply")
+            raise ConnectionLost(f"{self.node}:{self.port} closed the connection before the reply")
         return reply
 
     def _drop(self) -> None:

@@ -17,7 +17,7 @@ import asyncio
 import logging
 from typing import Any, Awaitable, Callable, TypeVar
 
-from lab.design.runtime import Accept, CallTimeout, ProtocolDrop, ServerConnection, Unreachable
+from lab.design.runtime import Accept, CallTimeout, ConnectionLost, ProtocolDrop, ServerConnection, Unreachable
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -228,7 +228,7 @@ class _Reply(asyncio.Protocol):
         self.lost = True
         if self.waiter is not None and not self.waiter.done():
             # The server closed (or the link broke) before the whole reply: it may have acted.
-            self.waiter.set_exception(ConnectionResetError("the connection closed before the reply"))
+            self.waiter.set_exception(ConnectionLost("the connection closed before the reply"))
 
 
 class LiveConnection:
