@@ -17,8 +17,8 @@ in the design's own ``promises.py``) and ``cpu`` (``Cpu``: what its requests cos
 
 How a client reports outcomes, which the runner turns into sample outcomes:
 returning is ``ok``; raising ``Rejected`` or ``Unreachable`` (or ``RemoteError``) is a
-definite ``fail``; any other exception — a timeout above all — is ``info``: the
-operation may or may not have happened.
+definite ``fail``; any other exception — ``CallTimeout`` and ``ConnectionLost`` above
+all — is ``info``: the operation may or may not have happened.
 """
 
 from __future__ import annotations
@@ -56,7 +56,8 @@ class Rejected(Exception):
 
 def outcome_of(error: BaseException) -> str:
     """A client's exception as a sample outcome: ``fail`` when the operation certainly did
-    not happen, ``info`` when it may have (a timeout above all)."""
+    not happen (``Unreachable``: never sent), ``info`` when it may have (``CallTimeout``,
+    ``ConnectionLost``: sent, no whole reply)."""
     return "fail" if isinstance(error, (Rejected, Unreachable, RemoteError)) else "info"
 
 
