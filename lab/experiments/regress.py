@@ -84,7 +84,12 @@ class RegressError(ValueError):
 
 
 def default_baseline() -> Path:
-    return results_dir() / "baselines" / "standard.json"
+    """The baseline where results go (a user's own, made with ``--update``), else the lab's
+    committed one in its checkout: results follow the folder a command runs in, the
+    committed baseline does not move with them."""
+    own = results_dir() / "baselines" / "standard.json"
+    committed = REPO / "results" / "baselines" / "standard.json"
+    return own if own.exists() or not committed.exists() else committed
 
 
 def workload(name: str) -> Workload:
