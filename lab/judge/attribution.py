@@ -358,15 +358,17 @@ def _redelivery(promises: Promises, allowances: list[Allowance], faults: list[Fa
 
 def _in_force_between(a: Allowance, faults: list[Fault], previous: _Op, again: _Op,
                       acked: list[int]) -> Explanation | None:
-    """An ``IN_FORCE`` allowance's explanation of a redelivery: a fault that began before the
-    previous delivery was settled (its first acknowledgement, with ``grace_s``; not
-    acknowledged, the redelivery) and was still in force, or healed less than ``grace_s``
-    before, when the redelivery began. The excuse ends with the fault: a message handed out
-    again long after it healed does not carry the fault's window with it."""
+    """An ``IN_FORCE`` allowance's explanation of a redelivery: a fault in force (or healed
+    less than ``grace_s`` before) at some time between the previous delivery and the moment
+    it was settled (its first acknowledgement, with ``grace_s``; not acknowledged, the
+    redelivery). A fault that began only after the delivery was acknowledged did not cause
+    it to come again. (The redelivery itself is not bounded by the fault's heal: a link delay
+    keeps messages in flight past its heal by as long as its delay, which the history's fault
+    rows do not hold.)"""
     settled = min((t for t in acked if t <= again.start), default=None)
     until = again.end if settled is None else min(again.end, _plus(settled, a.grace_s))
     for f in faults:
-        if a.covers(f.kind) and f.start <= until and _plus(f.heal, a.grace_s) >= again.start:
+        if a.covers(f.kind) and f.start <= until and _plus(f.heal, a.grace_s) >= previous.start:
             before = _before(a, faults, f)
             if before is not None:
                 return _under(before + (f.kind,), a)
