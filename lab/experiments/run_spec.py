@@ -24,7 +24,7 @@ from typing import Any, Mapping
 from lab.design.backend import Backend
 from lab.design.options import Checked
 from lab.design.promises import Promises
-from lab.design.registry import backend_class
+from lab.design.registry import CONTROL, backend_class
 from lab.design.service import ServiceModel, ServiceModelError
 from lab.judge.verdict import RunFacts
 from lab.workloads.errors import WorkloadError
@@ -75,11 +75,14 @@ class Calibration:
         """The CPU model a design with no calibration of its own runs on: the control's
         (``ideal``'s committed calibration), its slowest request kind's time for every kind it
         did not measure — a stated stand-in, not zero CPU time."""
-        path = Path(__file__).resolve().parents[1] / "backends" / "ideal" / "calibration.yaml"
+        control = backend_class(CONTROL)
+        path = control.cpu.path(control)
+        if path is None or not path.exists():
+            raise WorkloadError(f"{name} has no calibration.yaml, and the control's is missing: run `lab calibrate {name}`")
         model = ServiceModel.load(path)
         slowest = max(model.kinds.items(), key=lambda item: item[1].mean_ns)
         default = model.default if model.default is not None else slowest[1]
-        what = f"ideal's calibration, {slowest[0]}'s service time for other request kinds"
+        what = f"{CONTROL}'s calibration, {slowest[0]}'s service time for other request kinds"
         source = (f"the lab's default CPU model: {what} ({path}); {name} has no calibration.yaml — "
                   f"run `lab calibrate {name}`")
         return cls(dataclasses.replace(model, default=default, source=source), source)
