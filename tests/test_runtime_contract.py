@@ -8,6 +8,7 @@ from lab.worlds.live import LiveWorld
 from lab.design.runtime import Cancelled, CallTimeout, ProtocolDrop, RemoteError, Unreachable
 from lab.worlds.shared import node_random
 from models.world import SimWorld
+from tests.line_protocol import LineConnection
 
 
 @pytest.fixture(params=["sim", "live"])
@@ -248,28 +249,19 @@ def test_every_fault_a_world_names_it_applies_and_heals(tmp_path, world_name, ki
     assert result.verdict in ("valid", "allowed"), result.check.line()
 
 
-class _LineProtocol:
+class _LineProtocol(LineConnection):
     """A ServerConnection for the contract: ``echo X`` answers ``X``, ``count`` how many
     requests this connection has run, ``wait S`` sleeps S seconds then answers ``done``,
     ``close`` answers ``bye`` and closes, ``drop`` breaks the framing."""
 
-    timeout = None
-    idle_resets_on_data = True
-
     def __init__(self, rt, events: list):
-        self.rt, self.events, self.buffer, self.count = rt, events, b"", 0
-
-    def feed(self, data: bytes) -> None:
-        self.buffer += data
+        self.rt, self.events, self.count = rt, events, 0
 
     def next_request(self):
-        line, sep, rest = self.buffer.partition(b"\n")
-        if not sep:
-            return None
-        self.buffer = rest
-        if line == b"drop":
+        request = super().next_request()
+        if request == "drop":
             raise ProtocolDrop("drop")
-        return line.decode()
+        return request
 
     async def handle(self, request: str, send) -> bool:
         self.count += 1

@@ -9,6 +9,7 @@ import pytest
 from lab.design import CallTimeout, ConnectionLost, Unreachable, outcome_of
 from lab.worlds.live import LiveWorld
 from models.world import SimWorld
+from tests.line_protocol import LineConnection
 
 
 @pytest.fixture(params=["sim", "live"])
@@ -18,25 +19,12 @@ def world(request, tmp_path):
     return LiveWorld(seed=3, root=tmp_path)
 
 
-class _Crashy:
+class _Crashy(LineConnection):
     """A line protocol: ``crash`` is read and the connection closed with no reply (a server
     that dies mid-request); ``hang`` never answers; anything else is echoed."""
 
-    timeout = None
-    idle_resets_on_data = True
-
     def __init__(self, rt):
-        self.rt, self.buffer = rt, b""
-
-    def feed(self, data: bytes) -> None:
-        self.buffer += data
-
-    def next_request(self):
-        line, sep, rest = self.buffer.partition(b"\n")
-        if not sep:
-            return None
-        self.buffer = rest
-        return line.decode()
+        self.rt = rt
 
     async def handle(self, request: str, send) -> bool:
         if request == "crash":

@@ -25,34 +25,22 @@ from models.config import SimConfig
 from models.disk import DiskModel
 from models.latency import LatencyModel
 from models.world import SimWorld
+from tests.line_protocol import LineConnection
 
 LATENCY_MS = 1.0  # one way, constant: a round trip is 2 ms
 LONG_S = 0.5  # what a handler waits for after its reply: a sleep, or an fsync this slow
 
 
-class _ReplyThenWait:
+class _ReplyThenWait(LineConnection):
     """A line protocol: ``put X`` appends X to the node's file ``log``, answers ``ok``, then
     waits — ``sleep``: LONG_S seconds, ``fsync``: for the file's fsync; ``echo X`` answers X;
     ``pair`` answers ``a`` and ``b`` in one write; ``two`` answers ``x`` then, after a
     sleep, ``y``; ``half`` writes half a line and closes; ``chunks N`` answers 0..N-1, a
     line per write. ``events`` records (what, simulated ns)."""
 
-    timeout = None
-    idle_resets_on_data = True
-
     def __init__(self, rt, wait: str, events: list):
-        self.rt, self.wait, self.events, self.buffer = rt, wait, events, b""
+        self.rt, self.wait, self.events = rt, wait, events
         self.file = rt.disk.open("log")
-
-    def feed(self, data: bytes) -> None:
-        self.buffer += data
-
-    def next_request(self):
-        line, sep, rest = self.buffer.partition(b"\n")
-        if not sep:
-            return None
-        self.buffer = rest
-        return line.decode()
 
     async def handle(self, request: str, send) -> bool:
         command, _, arg = request.partition(" ")
