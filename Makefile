@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: compare test test-slow lint regress lab java browser brokers clean doctor docs figures
+.PHONY: compare test test-slow lint regress lab java browser brokers clean doctor docs figures reference
 
 compare: $(STAMP) java
 	$(BIN)/lab compare
@@ -46,6 +46,10 @@ doctor: $(STAMP)
 # The documentation site (mkdocs.yml, docs/) on http://127.0.0.1:8000, rebuilt as pages change.
 docs: $(STAMP)
 	$(BIN)/mkdocs serve
+
+# The generated reference pages' copies in docs/reference/ (the site makes them afresh at build).
+reference: $(STAMP)
+	$(BIN)/python -m lab.cli.reference
 
 # The documentation's figures, made from runs and stamped in docs/figures.json (command, date):
 # lab compare, lab matrix and lab brokers (live runs of the real brokers). FIGURES=compare,matrix: some.

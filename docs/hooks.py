@@ -10,18 +10,14 @@ from __future__ import annotations
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
 
-#: The generated pages, by the path other pages link them at.
-PAGES = {"reference/cli.md": "cli_markdown", "reference/faults.md": "faults_markdown"}
-
-
 def on_files(files: Files, config: MkDocsConfig) -> Files:
     from lab.cli import reference
 
-    for path, maker in PAGES.items():
+    for path, make in reference.PAGES.items():
         existing = files.get_file_from_path(path)
-        if existing is not None:  # a stale copy on disk never wins over the code
+        if existing is not None:  # the copy in docs/reference/ never wins over the code
             files.remove(existing)
-        files.append(File.generated(config, path, content=getattr(reference, maker)()))
+        files.append(File.generated(config, path, content=make()))
     this = files.get_file_from_path("hooks.py")
     if this is not None:  # this module sits in docs/ beside the pages; it is no page of the site
         files.remove(this)

@@ -8,6 +8,8 @@ python.
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -32,3 +34,33 @@ def layered_venv(where: Path) -> Path:
         path.write_text(f'#!/bin/sh\nexec "{python}" -m {module} "$@"\n')
         path.chmod(0o755)
     return where / "bin"
+
+
+def user_env(where: Path, results: Path) -> dict[str, str]:
+    """The environment of a user working in the venv at ``where`` (made by ``layered_venv``):
+    its ``bin`` first on ``PATH``, no ``PYTHONPATH``, and runs going to ``results`` (none
+    lands in the project's ``results/``)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(PATH=f"{where / 'bin'}{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(where),
+               QUEUE_LAB_RESULTS=str(results))
+    return env
+
+
+def kill_leftovers(where: Path) -> list[int]:
+    """Kill every process still running from the venv at ``where`` (a `lab serve` left
+    behind: only those, since their command line names the venv); the ones it found."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if str(where) in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                    found.append(int(proc.name))
+            except OSError:
+                continue  # ended meanwhile, or not ours to read
+    for pid in found:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return found
+

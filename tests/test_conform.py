@@ -92,6 +92,65 @@ def test_an_option_that_takes_anything_or_raises_fails_its_line(tmp_path):
     assert fragile.status == FAIL and "raised AttributeError" in fragile.reason
 
 
+_CLIENT = "    def client(self, rt, reliable):\n        return _Bad(rt, self.server_nodes[0], reliable, self.options['timeout'])\n"
+#: clients that break the Runtime's error contract, each in one way, and what the line must say
+BAD_CLIENTS = {
+    "swallows": ("""
+    class _Bad(IdealClient):
+        async def put(self, queue, body):
+            try:
+                await super().put(queue, body)
+            except Exception:
+                pass  # the bug: an error becomes an acknowledgement
+    """, "crash: the put was acknowledged with no server to take it"),
+    "raw-oserror": ("""
+    class _Bad(IdealClient):
+        async def put(self, queue, body):
+            try:
+                await super().put(queue, body)
+            except TimeoutError as e:
+                raise ConnectionResetError(str(e)) from None  # the bug: one world's own error
+    """, "crash: raised ConnectionResetError"),
+    "says-failed": ("""
+    from lab.design import Unreachable
+
+    class _Bad(IdealClient):
+        async def put(self, queue, body):
+            try:
+                await super().put(queue, body)
+            except TimeoutError as e:
+                raise Unreachable(str(e)) from None  # the bug: a put that may have happened, called failed
+    """, "crash: raised Unreachable"),
+    "gives-up": ("""
+    class _Bad(IdealClient):
+        broken = False
+
+        async def put(self, queue, body):
+            if self.broken:
+                raise ConnectionError("this client stopped after its first error")  # the bug: no reconnect
+            try:
+                await super().put(queue, body)
+            except TimeoutError:
+                self.broken = True
+                raise
+    """, "crash: once it cleared, the same client could not put again"),
+}
+
+
+@pytest.mark.parametrize("bug", sorted(BAD_CLIENTS))
+def test_a_client_that_breaks_the_error_contract_fails_the_errors_line(tmp_path, bug):
+    extra, words = BAD_CLIENTS[bug]
+    with installed(_toy(tmp_path, extra=extra, body=_CLIENT)):
+        report = conform("toyq", only=["errors"], **QUIET)
+    line = report.line("sim: the client's errors")
+    assert line.status == FAIL and words in line.reason, line.text()
+
+
+def test_the_controls_client_meets_the_error_contract():
+    line = conform("ideal", only=["errors"], **QUIET).line("sim: the client's errors")
+    assert line.status == PASS and "crash: info CallTimeout" in line.reason, line.text()
+
+
 def test_a_planted_duplicate_fails_the_no_fault_line_with_reliable_reads():
     with plant("ideal-ack-redelivers"):  # one ack in 40 puts its message back: a duplicate with no fault
         report = conform("ideal", only=["no-fault-sim"], **QUIET)

@@ -150,3 +150,13 @@ def test_an_interrupted_figures_run_keeps_the_finished_stamps(tmp_path, monkeypa
         figures.make_figures(["stand-in", "cut"], tmp_path / "docs", tmp_path / "runs", echo=lambda line: None)
     assert set(json.loads((tmp_path / "docs" / "figures.json").read_text())) == {"stand-in.png"}
     assert not (tmp_path / "docs" / "cut.png").exists()
+
+
+def test_the_reference_pages_kept_in_docs_are_current():
+    """docs/reference/ holds a copy of each generated page, so that links work in the sources;
+    the site makes them afresh, and this fails when a copy is stale."""
+    from lab.cli import reference
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    for path, make in reference.PAGES.items():
+        assert (docs / path).read_text(encoding="utf-8") == make(), f"docs/{path} is stale: run `make reference`"

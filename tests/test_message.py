@@ -27,3 +27,9 @@ def test_foreign_bodies_get_a_stable_unexpected_id(body):
 def test_split_id_rejects_non_ids():
     with pytest.raises(ValueError):
         message.split_id("nocolon")
+
+
+def test_a_body_of_zero_bytes_says_so_in_its_id():
+    # what a log replays where a record's header was written and its body never was
+    assert message.decode(bytes(100)) == ("?zeros-100", None)
+    assert message.decode(bytes(99) + b"x")[0] != "?zeros-99"

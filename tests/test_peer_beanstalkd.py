@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.design import BadOption
+from lab.design import BadOption, message
 from lab.design.peer import MissingBinary
 from lab.peers.beanstalkd.driver import BeanstalkdPeer, fsync_flags
 from tests import peer_support
@@ -78,8 +78,78 @@ def test_a_power_loss_under_fsync_never_loses_the_unsynced_binlog_as_allowed(tmp
 
 def test_kill_9_under_fsync_never_loses_nothing_the_page_cache_holds(tmp_path: Path):
     result = live("kill", tmp_path, fsync="never")
-    peer_support.nothing_lost(result, *REDELIVERED)
-    assert result.check.counts.ok > 500, (result.check.line(), result.warnings)
+    check = result.check
+    if check.verdict == "invalid" and check.counts.lost == 0:
+        # beanstalkd's one invention: a kill between the writes of a job's binlog record
+        # replays that job with the zeros of the preallocated file as its body (the test
+        # below makes it on purpose); nothing else may make this run invalid
+        ghosts = check.examples.get("unexpected", [])
+        assert ghosts and all(g.startswith("?zeros-") for g in ghosts), check.line()
+        assert "never sent" in check.line() and check.counts.duplicated == 0, check.line()
+    else:
+        peer_support.nothing_lost(result, *REDELIVERED)
+    assert check.counts.ok > 500, (check.line(), result.warnings)
+
+
+def test_a_binlog_record_whose_body_never_came_replays_as_a_job_of_zeros(tmp_path: Path):
+    """beanstalkd writes a job's binlog record in four writes (tube name length, name, job
+    struct, body: ``filewrjobfull`` in file.c) into a file preallocated with zeros, and its
+    replay checks no sum: a kill between the struct and the body leaves a record that
+    replays as a job whose body is zeros. Made here by zeroing a logged body by hand."""
+    import signal
+    import socket
+    import subprocess
+
+    from lab.worlds.live.external import free_ports
+
+    port = free_ports(("beanstalkd",))["beanstalkd"]
+    body = b"p0:1 123\n" + b"." * 20
+
+    def start() -> tuple[subprocess.Popen, socket.socket]:
+        server = subprocess.Popen([str(BeanstalkdPeer.executable()), "-l", "127.0.0.1", "-p", str(port),
+                                   "-b", str(tmp_path), "-F"], stderr=subprocess.DEVNULL)
+        for _ in range(200):
+            try:
+                return server, socket.create_connection(("127.0.0.1", port), timeout=5)
+            except OSError:
+                time.sleep(0.02)
+        server.kill()
+        raise AssertionError("beanstalkd did not listen")
+
+    def say(conn: socket.socket, data: bytes, ending: bytes) -> bytes:
+        conn.sendall(data)
+        got = b""
+        while not got.endswith(ending):
+            got += conn.recv(4096)
+        return got
+
+    server, conn = start()
+    try:
+        say(conn, b"use q\r\n", b"\r\n")
+        assert say(conn, b"put 0 0 5 %d\r\n%s\r\n" % (len(body), body), b"\r\n") == b"INSERTED 1\r\n"
+    finally:
+        conn.close()
+        server.send_signal(signal.SIGKILL)
+        server.wait()
+    (binlog,) = tmp_path.glob("binlog.*")
+    data = bytearray(binlog.read_bytes())
+    at = data.find(body)
+    assert at > 0
+    data[at:at + len(body)] = bytes(len(body))  # the body's write never happened
+    binlog.write_bytes(bytes(data))
+    server, conn = start()
+    try:
+        say(conn, b"watch q\r\n", b"\r\n")
+        reply = say(conn, b"reserve-with-timeout 0\r\n", b"\r\n")
+        while reply.startswith(b"RESERVED") and len(reply) < len(b"RESERVED 1 29\r\n") + len(body) + 2:
+            reply += conn.recv(4096)  # the job's data, and its \r\n
+    finally:
+        conn.close()
+        server.send_signal(signal.SIGKILL)
+        server.wait()
+    header, _, rest = reply.partition(b"\r\n")
+    assert header == b"RESERVED 1 %d" % len(body)
+    assert message.decode(rest[:len(body)]) == (f"?zeros-{len(body)}", None)
 
 
 def test_a_pause_loses_nothing(tmp_path: Path):

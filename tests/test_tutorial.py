@@ -7,9 +7,7 @@ is a verdict the run really reached). ```sh blocks ("where to go next") are not 
 
 from __future__ import annotations
 
-import os
 import re
-import signal
 import subprocess
 import tempfile
 import time
@@ -18,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.layered_venv import layered_venv
+from tests.layered_venv import kill_leftovers, layered_venv, user_env
 
 TUTORIAL = Path(__file__).resolve().parents[1] / "docs" / "your-own-design.md"
 BLOCK = re.compile(r"^```(console|diff)\n(.*?)^```$", re.M | re.S)
@@ -74,30 +72,15 @@ def test_the_page_parses_into_commands_and_patches():
     assert shown_in("checker: VALID …", ["checker: VALID: 5 attempted"]) and not shown_in("checker: VALID …", ["checker: INVALID: 1 lost"])
 
 
-def _ours(venv: Path) -> list[int]:
-    """Processes still running from the tutorial's environment (a `lab serve` left behind)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if str(venv) in (proc / "cmdline").read_bytes().decode(errors="replace"):
-                    found.append(int(proc.name))
-            except OSError:
-                continue  # ended meanwhile, or not ours to read
-    return found
-
-
 @pytest.mark.slow
 def test_the_tutorial_runs_as_written():
     with tempfile.TemporaryDirectory(prefix="tutorial-") as tmp:
         root = Path(tmp)
         venv = root / "venv"
-        bin_dir = layered_venv(venv)
+        layered_venv(venv)
         work = root / "work"
         work.mkdir()
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-        env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(venv),
-                   QUEUE_LAB_RESULTS=str(root / "results"))  # no run lands in the project's results/
+        env = user_env(venv, root / "results")
         took: list[tuple[str, float]] = []
         try:
             for step in steps(TUTORIAL.read_text()):
@@ -117,12 +100,7 @@ def test_the_tutorial_runs_as_written():
                     assert shown_in(line, printed), f"the page shows {line!r}; the command printed:\n{said}"
                 took.append((step.text, time.monotonic() - started))
         finally:
-            left = _ours(venv)
-            for pid in left:  # only the tutorial's own processes: their command line names its venv
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            left = kill_leftovers(venv)
         assert not left, f"processes left running: {left}"
         print("\n".join(f"{t:6.1f} s  {what}" for what, t in took))
     assert not root.exists()

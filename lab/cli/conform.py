@@ -13,11 +13,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                        "in both worlds, options, promises over faults, the live server, mutants; "
                                        "exits 1 on any failed check")
     p.add_argument("design", help="design name (see `lab backends`)")
-    p.add_argument("--quick", action="store_true", help="the static, determinism, no-fault, option and server "
-                                                        "checks only (no fault matrix, swarm or mutants)")
+    p.add_argument("--quick", action="store_true", help="the static, determinism, no-fault, option, client-error "
+                                                        "and server checks only (no fault matrix, swarm or mutants)")
     p.add_argument("--only", action="append", metavar="CHECK",
                    help="run this check only (repeatable): purity, determinism, no-fault-sim, options, "
-                        "no-fault-live, server, fault-matrix, swarm, mutants")
+                        "errors, no-fault-live, server, fault-matrix, swarm, mutants")
     p.add_argument("--jobs", type=int, help="runs at a time (default: one per core)")
     p.add_argument("--seeds", type=int, metavar="N",
                    help="seed budget of the mutant and fault lines: each mutant's scenarios and swarm at seeds "

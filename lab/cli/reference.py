@@ -1,12 +1,14 @@
 """The documentation's generated reference pages: the CLI reference read from the `lab` parser
 itself, and the fault kinds' page (``lab.workloads.fault_reference``) with the worlds that
-apply each kind. ``docs/hooks.py`` adds both to the site at build time, so neither can drift
-from the code: a new command, flag or fault kind shows on the next build.
+apply each kind. ``docs/hooks.py`` makes both afresh at build time, so the site cannot drift
+from the code; a copy of each is also kept in ``docs/reference/`` (``make reference``), so a
+link to them works where the docs are read as files, and a test fails when it is stale.
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Iterator
 
 #: The width usage lines are wrapped at: fixed, so the page does not depend on the terminal.
@@ -109,3 +111,23 @@ def faults_markdown() -> str:
     from lab.workloads.fault_reference import markdown
 
     return markdown(WORLDS)
+
+
+#: the pages, by their path under docs/, and the function that makes each
+PAGES = {"reference/cli.md": cli_markdown, "reference/faults.md": faults_markdown}
+
+
+def write(docs: Path) -> list[Path]:
+    """Write every page under ``docs`` (``make reference``); the paths written."""
+    written = []
+    for path, make in PAGES.items():
+        target = docs / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(make(), encoding="utf-8")
+        written.append(target)
+    return written
+
+
+if __name__ == "__main__":
+    for page in write(Path(__file__).resolve().parents[2] / "docs"):
+        print(f"wrote {page}")

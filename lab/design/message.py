@@ -31,7 +31,12 @@ def encode(msg_id: str, put_ns: int, size: int) -> bytes:
 
 def decode(body: bytes) -> tuple[str, int | None]:
     """``(msg_id, put_ns)`` of a body; a body the lab did not write gets a stable
-    ``?<digest>`` id (the checker reports it as unexpected) and no put time."""
+    ``?<digest>`` id (the checker reports it as unexpected) and no put time — or, all zero
+    bytes, ``?zeros-<size>``: what a log replays where a record's header was written and its
+    body never was (a preallocated file reads zeros there), so a reader of the verdict sees
+    what came back."""
+    if body and not body.strip(b"\0"):
+        return f"?zeros-{len(body)}", None
     line, newline, _ = body.partition(b"\n")
     parts = line.split(b" ")
     if newline and len(parts) == 2 and parts[1].isdigit():

@@ -60,8 +60,11 @@ class Allowance:
       message was put while a fault of one of ``after``'s kinds was in force on a server node
       (a backup down or cut off: the put was acknowledged with fewer copies than promised),
       and afterwards a fault of ``faults`` struck ``copies`` of the server nodes that fault
-      had not taken out (the lone copy's holder crashed). A message acknowledged while every
-      node was up is not excused, whatever crashed later.
+      had not taken out (the lone copy's holder crashed). A crash or a pause takes out its
+      own nodes; a partition takes out, for a node on one side, the servers on the other
+      (either side may have acknowledged: each is tried), so a clients' partition degrades
+      nothing. A message acknowledged while every node was up is not excused, whatever
+      crashed later.
 
     ``after`` on an ``IN_FORCE`` or ``HOLDERS`` allowance makes it an *ordered combination*:
     its fault counts only if it began while a fault of one of ``after``'s kinds was in force

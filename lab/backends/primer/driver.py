@@ -22,8 +22,9 @@ from urllib.parse import quote
 from lab.design import (TIMEOUT, About, Backend, BadOption, Boot, Connection, Delivery, HttpReply, Option, Parts,
                         QueueClient, Rejected, ResponseReader, Runtime, World, choice, encode_request, number, whole)
 from lab.design.options import Checked
-from lab.backends.primer.core.config import HEARTBEAT_S, SUSPECT_AFTER_S
+from lab.backends.primer.core.config import HEARTBEAT_S, SUSPECT_AFTER_S, NodeConfig
 from lab.backends.primer.core.membership import DOWN
+from lab.backends.primer.core.replica import ORPHAN_GRACE
 from lab.backends.primer.promises import PROMISED
 
 
@@ -130,6 +131,11 @@ class PrimerBackend(Backend):
     def __init__(self, world: World, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(world, options)
         self.nodes = node_names(self.options["nodes"])
+        # A put acknowledged just before its node crashed reaches consumers only once a
+        # replica publishes the orphaned copy (``Replica.orphans``): after the grace, at the
+        # next tidy tick, and a broadcast later — invisible to gets and backlogs until then.
+        timeout = self.options["timeout"]
+        self.recovery_s = ORPHAN_GRACE * timeout + NodeConfig.exchange_tick + timeout
         self.booted: list = []  # PrimerNode, one per boot in this process (sim)
 
     @property
@@ -137,8 +143,6 @@ class PrimerBackend(Backend):
         return list(self.nodes)
 
     def _config(self, node: str) -> Any:
-        from lab.backends.primer.core.config import NodeConfig
-
         o = self.options
         return NodeConfig(node, tuple(n for n in self.nodes if n != node), replicas=o["replicas"],
                           replication=o["replication"], persistence=o["persistence"], timeout=o["timeout"],

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from lab.experiments.conform import live, mutants, sim, static
+from lab.experiments.conform import errors, live, mutants, sim, static
 from lab.experiments.conform.report import FAIL, PASS, Line, Report
 from lab.experiments.conform.target import Target
 
@@ -46,6 +46,7 @@ CHECKS: tuple[Check, ...] = (
     Check("determinism", sim.determinism, True),
     Check("no-fault-sim", sim.no_fault, True),
     Check("options", sim.options, True),
+    Check("errors", errors.client_errors, True),
     Check("no-fault-live", live.live_no_fault, True),
     Check("server", live.server, True),
     Check("fault-matrix", sim.fault_matrix, False),

@@ -19,7 +19,10 @@ reply; ``-f 0`` fsyncs it before every reply; ``-f MS`` fsyncs only when a write
 more after the last fsync — there is no timer, so a burst's tail stays unsynced until the
 next write, however long that takes (the manual's "loss of up to ms milliseconds of history"
 bounds history between fsyncs, not time); ``-F`` never fsyncs. A kill -9 loses nothing: the
-kernel's page cache keeps the binlog. Reservations are not logged: after any restart every
+kernel's page cache keeps the binlog. But a job's record is four writes into a file
+preallocated with zeros, and the replay checks no sum: a kill between the job's struct and
+its body replays a job whose body is zeros (``file.c``), which the checker reports as a
+message never sent (``?zeros-N``). Reservations are not logged: after any restart every
 reserved job is ready again; a closed connection releases its reservations at once.
 """
 
