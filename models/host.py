@@ -90,6 +90,10 @@ class Network(Protocol):
 
     world: SimHost
 
+    def transmit(self, source: NodeRuntime, destination: str, kind: str, request_id: int, payload: Any,
+                 reliable: int = 0) -> None:
+        ...
+
 
 class HostNode(Protocol):
     """A node across its incarnations (``models.world.SimNode``), as the network delivers to it."""

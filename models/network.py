@@ -35,7 +35,7 @@ from lab.design.service import message_bytes, message_kind
 from models.awaitables import Await, Due, to_ns
 from models.host import NetConfig, NodeRuntime, SimHost
 from models.latency import LatencyModel
-from models.streams import SimConnection, SimListeners
+from models.streams import SimConnection, SimListeners, StreamData, StreamReply
 
 RETRANSMIT = 0.2  # seconds between a reliable frame's tries (Linux's minimum TCP retransmission timeout)
 RETRANSMISSIONS = 300  # tries of a reliable frame: a minute of a split, longer than any run's
@@ -162,6 +162,10 @@ class SimNetwork:
         node = self.world.nodes.get(destination)
         if node is None or not node.up:
             self.dropped["node down"] += 1
+            if node is not None and isinstance(payload, StreamData):
+                # the machine is up and nothing listens: its kernel resets the connection, as a
+                # crashed server's does live (where the link's proxy accepted it first)
+                self.transmit(node.runtime, source, "stream", 0, StreamReply(payload.conn, -1, None))
             return
         rt = node.runtime
         if kind == "stream":  # a server's bytes (or close) to a client's connection

@@ -120,6 +120,18 @@ class SimListeners:
             if accepted is not None and accepted.owner is message and not accepted.closed:
                 accepted.running = task
 
+    def reset_all(self) -> None:
+        """The process died and its machine did not: the kernel resets every connection it
+        had accepted, as a killed server's sockets are closed (the live world's clients read
+        the same ``ConnectionLost``). A reset is one frame, never retransmitted: a partition
+        drops it, and the client then waits for its timeout."""
+        network = self.rt.net.network
+        for (_, conn), accepted in self.open.items():
+            if accepted.client and not accepted.closed:
+                accepted.closed = True
+                network.transmit(self.rt, accepted.client, "stream", 0, StreamReply(conn, -1, None))
+        self.open.clear()
+
     def _accept(self, key: tuple[str, str]) -> _Accepted:
         accepted = _Accepted(self.ports[key[0]]())
         net, conn = self.rt.net, key[1]
@@ -222,6 +234,7 @@ class SimConnection:
         self.unread: list[bytes] = []  # bytes no exchange has read (a socket's receive buffer)
         self.receive: Callable[[bytes], Any] | None = None
         self.waiter: Any = None  # the exchange's SimPy event, while one waits
+        self.broken = False  # the server or the network closed it since it was last opened
 
     async def exchange(self, data: bytes, receive: Callable[[bytes], T | None], timeout: float) -> T:
         net = self.net
@@ -260,6 +273,7 @@ class SimConnection:
     def arrived(self, frame: StreamReply) -> None:
         """A frame of the server's came: read it, and any held frames it lets through, in order."""
         if frame.seq < 0:  # a reset: at once
+            self.broken |= self.conn is not None
             self._forget()
             self._answer(_REFUSED if frame.refused else _RESET)
             return
@@ -270,6 +284,7 @@ class SimConnection:
         while True:
             self.expected += 1
             if frame.data is None:  # the server closed the connection
+                self.broken = True
                 self._forget()
                 self._answer(_RESET)
                 return
@@ -306,6 +321,7 @@ class SimConnection:
         self.conn = self.net.new_connection_id()
         self.net.connections[self.conn] = self
         self.expected = 0
+        self.broken = False
         return self.conn
 
     def _forget(self) -> None:

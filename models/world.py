@@ -248,6 +248,7 @@ class SimWorld:
             return False
         node.up = False
         node.runtime.kill()
+        node.runtime.net.streams.reset_all()
         if node.paused:  # a crash ends every pause: the next incarnation starts running
             assert node.resumed is not None  # set with paused (pause)
             node.pauses = 0

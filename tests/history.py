@@ -19,15 +19,18 @@ def history(*ops: tuple) -> pa.Table:
     return rec.table()
 
 
-def with_faults(table: pa.Table, *faults: tuple[str, str, int, int | None]) -> pa.Table:
-    """``table`` with fault rows (``lab.history.phases``): each (kind, nodes, start_ns, heal_ns or None)."""
+def with_faults(table: pa.Table, *faults: tuple) -> pa.Table:
+    """``table`` with fault rows (``lab.history.phases``): each (kind, nodes, start_ns, heal_ns
+    or None), and optionally the row's detail (a partition's sides, ``"n1 | n2"``; default:
+    the nodes)."""
     from lab.history.phases import HEAL, NEMESIS, START, fault_text
     from lab.history.record import FAULT_OP
 
     rec = Recorder("test-run", "sim", "hand", "hand-made")
-    for number, (kind, nodes, start, heal) in enumerate(faults):
+    for number, (kind, nodes, start, heal, *detail) in enumerate(faults):
         for event, t in ((START, start), (HEAL, heal)):
             if t is not None:
                 rec.record(node=nodes, client=NEMESIS, op=FAULT_OP, queue=None, t_start_ns=t, latency_ns=0,
-                           outcome="info", error=fault_text(event, number, kind, nodes), phase="fault")
+                           outcome="info", error=fault_text(event, number, kind, detail[0] if detail else nodes),
+                           phase="fault")
     return pa.concat_tables([table, rec.table()])

@@ -137,6 +137,28 @@ def test_a_read_handed_back_on_a_broken_connection_and_a_release_are_no_broken_p
     assert explain(released, Promises("K", AT_LEAST_ONCE, FIFO)) == ({}, {})  # no duplicate at all
 
 
+def test_a_servers_restart_hands_back_a_read_whose_consumer_acknowledged_it_only_afterwards():
+    """The consumer works on the message while the server crashes and restarts; the read is
+    handed back and delivered to another, and the slow consumer's ack, sent on a new
+    connection, succeeds: no failure of its own shows the break, the crash does."""
+    closing = Promises("K", AT_LEAST_ONCE, FIFO, hands_back_on_close=True)
+
+    def slow_ack(*faults: tuple) -> pa.Table:
+        return with_faults(history(*puts(("p0:0", 0)), ("get", "c1", "p0:0", "ok", 1 * MS, MS),
+                                   ("get", "c2", "p0:0", "ok", 100 * MS, MS), ("ack", "c2", "p0:0", "ok", 101 * MS, MS),
+                                   ("ack", "c1", "p0:0", "ok", 238 * MS, MS)), *faults)
+
+    explained, unexplained = explain(slow_ack(("crash", "kestrel", 18 * MS, 99 * MS)), closing)
+    assert explained == {"duplicated": {"handed back unacknowledged when its consumer's connection broke": 1}}
+    assert unexplained == {}
+    for fault in (("pause", "kestrel", 18 * MS, 99 * MS),  # a pause closes no connection
+                  ("crash", "kestrel", 150 * MS, 160 * MS),  # after the redelivery
+                  ("crash", "n", 18 * MS, 99 * MS)):  # the clients' node (history's): not a server's restart
+        assert explain(slow_ack(fault), closing)[1] == {"duplicated": ["p0:0"]}, fault
+    assert explain(slow_ack(("crash", "kestrel", 18 * MS, 99 * MS)), Promises("K", AT_LEAST_ONCE, FIFO))[1] == {
+        "duplicated": ["p0:0"]}  # a design that never hands back
+
+
 def test_a_fault_in_force_explains_an_anomaly_while_it_lasts_and_a_grace_after_its_heal():
     ap = Allowance("duplicated", (ANY_FAULT,), "AP", grace_s=0.010)
     def redelivered_at(t_ms: int) -> pa.Table:
@@ -209,9 +231,19 @@ def test_a_degraded_acknowledgement_excuses_a_loss_after_a_lone_primary_crashed_
     assert explained == {"lost": {"under crash, crash: allowed, acknowledged by a primary serving alone": 1}}
     assert unexplained == {"lost": ["p0:0"]}  # acknowledged while both copies existed: a broken promise
     # a partition that cut the backup off degrades it the same way
-    _, unexplained = explain(two_copies(("partition", "n2", 40 * MS, 100 * MS), ("crash", "n1", 60 * MS, 70 * MS)),
-                             promises)
+    cut = ("partition", "n2,n1,n", 40 * MS, 100 * MS, "n2 | n1 n")  # n: the clients' node
+    _, unexplained = explain(two_copies(cut, ("crash", "n1", 60 * MS, 70 * MS)), promises)
     assert unexplained == {"lost": ["p0:0"]}
+    # ... and so does a split of the two servers alone, whichever side then serves alone and
+    # crashes: a partition takes no node out, it cuts each side off from the other
+    split = ("partition", "n1,n2", 40 * MS, 100 * MS, "n1 | n2")
+    for lone in ("n1", "n2"):
+        _, unexplained = explain(two_copies(split, ("crash", lone, 60 * MS, 70 * MS)), promises)
+        assert unexplained == {"lost": ["p0:0"]}, lone
+    # a partition of the clients from both servers leaves both copies: nothing excused
+    clients = ("partition", "n,n1,n2", 40 * MS, 100 * MS, "n | n1 n2")
+    _, unexplained = explain(two_copies(clients, ("crash", "n1", 60 * MS, 70 * MS)), promises)
+    assert unexplained == {"lost": ["p0:0", "p0:1"]}
     # the primary crashing alone (nothing degraded first), or only the already missing backup: nothing excused
     _, unexplained = explain(two_copies(("crash", "n1", 60 * MS, 70 * MS)), promises)
     assert unexplained == {"lost": ["p0:0", "p0:1"]}

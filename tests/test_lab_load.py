@@ -78,7 +78,10 @@ def test_kestrel_monitor_consumers_with_releases_lose_nothing_under_a_kill(tmp_p
     ok = pc.equal(locust["outcome"], "ok")
     releases = locust.filter(pc.and_(pc.equal(locust["op"], "release"), ok)).num_rows
     acks = locust.filter(pc.and_(pc.equal(locust["op"], "ack"), ok)).num_rows
-    assert releases > 0 and acks > 3 * releases  # about a fifth released
+    # a fifth released at random (binomial: within four standard deviations), plus what the
+    # kill aborted: up to every open read, 4 users x batch 4 (a busy machine settles few messages)
+    settled = acks + releases
+    assert 0 < releases <= 0.2 * settled + 4 * (settled * 0.2 * 0.8) ** 0.5 + 16, (releases, acks)
     gets = locust.filter(pc.and_(pc.equal(locust["op"], "get"), ok))["latency_ns"].to_pylist()
     assert sum(1 for ns in gets if ns < 100_000) > len(gets) / 2  # most gets come from a monitor's buffer
 
@@ -125,7 +128,8 @@ def test_bad_load_arguments_are_one_line_errors(capsys, tmp_path, argv, words):
 def test_a_short_load_on_each_http_design_is_valid_and_recorded_in_nanoseconds(tmp_path, backend, ack):
     result = run_load(backend, users=4, spawn_rate=50, duration=2, ack=ack, out=tmp_path / "run", echo=_quiet)
     v = result.check
-    assert v.judgement.verdict == Verdict.VALID and v.counts.lost == 0 and v.counts.enqueued > 100, v.judgement.reason
+    # enqueued: evidence that the load ran (a busy CI machine's live CassieQ took 92 in 2 s)
+    assert v.judgement.verdict == Verdict.VALID and v.counts.lost == 0 and v.counts.enqueued > 40, v.judgement.reason
     samples = read_samples(result.run_dir)
     locust_rows = samples.filter(pc.equal(samples["node"], "locust"))
     ops = set(locust_rows["op"].to_pylist())

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -52,6 +53,17 @@ def alive(pid: int) -> bool:
 
 
 # ---------------------------------------------------------------- the process itself
+
+
+def what_failed(run_dir: Path) -> str:
+    """A run's commonest failed operations and its server logs' last lines: what a run that
+    got nothing through met (a busy CI machine's run is not there to look at afterwards)."""
+    rows = read_samples(run_dir, ["op", "outcome", "error"]).to_pylist()
+    failed = Counter((r["op"], r["outcome"], (r["error"] or "")[:120]) for r in rows if r["outcome"] != "ok")
+    logs = [f"{log.name}: " + " | ".join(log.read_text(errors="replace").splitlines()[-8:])
+            for log in sorted((run_dir / "servers").glob("*.log"))]
+    return "\n".join([*(f"{n} x {op} {outcome}: {error}" for (op, outcome, error), n in failed.most_common(5)),
+                      *logs])
 
 
 def test_the_ready_line_is_one_format_for_every_design():
@@ -146,7 +158,7 @@ def test_kill_9_cycles_of_kestrel_lose_nothing_with_sync_journal_always(tmp_path
     assert kinds == [("start", "crash"), ("heal", "crash")] * 5
     # the load got through between the crashes: a restart is a Python server's start, seconds
     # on a busy machine (tests run in parallel), so few get through then, but each is at risk
-    assert verdict.counts.ok > 20
+    assert verdict.counts.ok > 20, what_failed(result.run_dir)
     if sync == "always":
         assert verdict.verdict == "valid" and verdict.counts.lost == 0, verdict.line()
     else:

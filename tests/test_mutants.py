@@ -18,7 +18,8 @@ from lab.backends.ideal.core import IdealQueue
 from lab.cli import main
 from lab.experiments.planting import ENV, UnknownMutant, catalogue, plant, plant_from_environment
 from lab.design.mutants import Mutant, Patch
-from lab.experiments.hunt import hunt, report_lines
+from lab.experiments.hunt import hunt
+from lab.experiments.hunt_report import report_lines
 from lab.experiments.runner import run
 from lab.workloads.spec import load_workload, parse_workload
 
@@ -89,6 +90,30 @@ def test_the_hunt_catches_a_mutant_in_worker_processes_shrinks_its_schedule_and_
     assert "caught 1 of 1, 0 false alarm(s) in 1 control run(s)" in lines[0]
     assert any(line.startswith("| ideal-ack-redelivers | no duplicate | yes | base seed 1 | 1 |") for line in lines)
     assert (tmp_path / "h" / "mutants.md").read_text().count("ideal-ack-redelivers") >= 1
+
+
+def test_a_scenario_given_by_path_runs_under_the_hunts_folder_not_beside_its_file(tmp_path, monkeypatch):
+    import dataclasses
+
+    from lab.backends.ideal import mutants as ideal_mutants
+
+    package = tmp_path / "my_design" / "scenarios"
+    package.mkdir(parents=True)
+    scenario = package / "crowded.yaml"
+    scenario.write_text("name: crowded\nproducers: 2\nconsumers: 2\nrate: 1000\nduration: 1\nwarmup: 0.2\n"
+                        "ack: reliable\nseed: 1\n")
+    by_path = [dataclasses.replace(m, scenarios=(str(scenario),)) if m.name == "ideal-ack-redelivers" else m
+               for m in ideal_mutants.MUTANTS]
+    monkeypatch.setattr(ideal_mutants, "MUTANTS", by_path)
+    result = hunt(names=["ideal-ack-redelivers"], seeds=2, jobs=1, out=tmp_path / "h", progress=False,
+                  echo=lambda _: None)
+    (h,) = result.hunts
+    assert h.caught is not None and h.caught[0].label == f"{scenario} seed 1", [t.label for t, _ in h.runs]
+    assert result.passed and not result.false_alarms
+    assert sorted(p.name for p in package.iterdir()) == ["crowded.yaml"]  # nothing written beside it
+    assert Path(h.caught[1].run_dir).is_relative_to(tmp_path / "h")
+    for control in result.control_runs("ideal-ack-redelivers"):
+        assert Path(control.run_dir).is_relative_to(tmp_path / "h")
 
 
 def _harmless(self: IdealQueue, queue: str, body: bytes) -> None:

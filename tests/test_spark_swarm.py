@@ -85,7 +85,8 @@ def test_a_seed_whose_task_dies_twice_is_reported_by_seed_and_the_others_run(mon
     finally:
         cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
     verdicts = {r.seed: r.verdict for r in result.runs}
-    assert verdicts == {1: "valid", 2: "error", 3: "valid"}
+    # seeds 1 and 3 ran as any seed does: the ideal design is never invalid
+    assert verdicts[2] == "error" and {verdicts[1], verdicts[3]} <= {"valid", "allowed"}, verdicts
     (error,) = [r for r in result.runs if r.seed == 2]
     assert error.reason.startswith("TaskFailed: its Spark task failed 2 times")
     assert [f.run.seed for f in result.findings] == [2]

@@ -108,15 +108,12 @@ def test_a_short_swarm_on_kestrel_runs_in_workers_writes_its_summary_and_finds_n
     assert result.findings == [] and result.counts["invalid"] == result.counts["error"] == 0
     assert all((Path(r.run_dir) / "samples.parquet").exists() for r in result.runs)
     csv_rows = result.csv_path.read_text().splitlines()
-    assert csv_rows[0].startswith("seed,faults,verdict,reason,lost,duplicated") and len(csv_rows) == 6
+    assert csv_rows[0].startswith("seed,load,faults,verdict,reason,lost,duplicated") and len(csv_rows) == 6
     assert "| 5 |" in result.markdown_path.read_text()
 
     # A seed's workload replayed by `lab run` in a process of its own gives its samples, row for row.
     replay = tmp_path / "seed-3.yaml"
-    base = swarm_draw.base_workload(tiny)
-    entries = swarm_draw.draw_schedule(3, swarm_draw.load_window(base), swarm_draw.world_kinds("sim"),
-                                       swarm_draw.cast_of("kestrel", {}, base))
-    replay.write_text(yaml.safe_dump(swarm_draw.seed_workload(base, 3, entries)))
+    replay.write_text(yaml.safe_dump(swarm.draws("kestrel", [3], workload=tiny)[3]))
     subprocess.run([sys.executable, "-m", "lab.cli", "run", str(replay), "--backend", "kestrel", "--seed", "3",
                     "--out", str(tmp_path / "replay"), "--no-progress"], check=True, capture_output=True)
     assert without_run_id(tmp_path / "replay") == without_run_id(result.runs[2].run_dir)
@@ -182,14 +179,13 @@ def stale_design(monkeypatch) -> str:
 
 
 def crash_seeds(backend: str, tiny: Path, count: int, faults_at_least: int = 1) -> list[int]:
-    """The first seeds whose schedule crashes or kills the server among ``faults_at_least`` faults or more:
-    every client then waits out a timeout, so the restarted server sees a quiet spell."""
-    base = swarm_draw.base_workload(tiny)
-    window, kinds = swarm_draw.load_window(base), swarm_draw.world_kinds("sim")
-    cast = swarm_draw.cast_of(backend, {}, base)
-    schedules = ((seed, swarm_draw.draw_schedule(seed, window, kinds, cast)) for seed in range(1, 1000))
+    """The first seeds whose schedule crashes or kills the server for a quiet spell's length at least
+    (``StaleCursorQueue.QUIET``), among ``faults_at_least`` faults or more."""
+    schedules = ((seed, workload["faults"]) for seed, workload in swarm.draws(backend, range(1, 1000),
+                                                                             workload=tiny).items())
     return [seed for seed, entries in schedules
-            if len(entries) >= faults_at_least and any(e["fault"] in ("crash", "kill") for e in entries)][:count]
+            if len(entries) >= faults_at_least
+            and any(e["fault"] in ("crash", "kill") and e["duration"] >= StaleCursorQueue.QUIET for e in entries)][:count]
 
 
 def test_the_swarm_finds_the_deliberate_bug_replays_each_finding_and_shrinks_it(stale_design, tmp_path, tiny,

@@ -28,6 +28,9 @@ def cmd_backends(args: argparse.Namespace) -> int:
         if issubclass(cls, Peer):  # a real broker (is_peer): the build the lab would run
             print(f"    broker: {cls.binary} from the Debian package {cls.package} {cls.version()}")
         defaults = cls.check_options({})
+        nodes = _server_nodes(name)
+        if nodes:
+            print(f"    server nodes (default options; a fault's target may name them): {', '.join(nodes)}")
         print("    promises (default options; a run is judged by its own):")
         for reliable in (True, False):
             promises = cls.promises(defaults, reliable)
@@ -44,6 +47,17 @@ def cmd_backends(args: argparse.Namespace) -> int:
         for problem in refused:
             print(f"  {problem.line()}")
     return 0
+
+
+def _server_nodes(name: str) -> tuple[str, ...]:
+    """The design's server nodes under its defaults, or none where it cannot say without
+    running (a broker that runs live only)."""
+    from lab.experiments.swarm_draw import design_servers
+
+    try:
+        return design_servers(name)
+    except Exception:  # noqa: BLE001 (a listing never fails for one design's constructor)
+        return ()
 
 
 def cmd_workloads(args: argparse.Namespace) -> int:

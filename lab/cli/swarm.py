@@ -23,9 +23,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--option", action="append", default=[], type=parse_option, metavar="KEY=VALUE",
                    help="a backend option, e.g. fsync=always (repeatable; `lab backends` lists them)")
     p.add_argument("--workload", type=Path, help="base workload file or standard name; its faults are replaced "
-                                                 "(default: 3 s at 1000 msg/s, 2 producers, 2 consumers, reliable)")
+                                                 "(default: a reliable load drawn per seed)")
     p.add_argument("--world", choices=("sim", "live"), default="sim", help="sim only (a live run is no function "
                                                                           "of its seed)")
+    p.add_argument("--load", choices=("drawn", "fixed"), help="draw each seed's load as well as its faults, or keep "
+                                                             "the base workload's (default: drawn, fixed with --workload)")
+    p.add_argument("--draws", action="store_true", help="print each seed's drawn load and faults and run nothing")
     p.add_argument("--faults-max", type=int, default=3, help="faults per seed: 1 to this (default 3)")
     p.add_argument("--shrink-runs", type=int, default=40, help="runs at most to shrink one seed (default 40)")
     p.add_argument("--no-shrink", action="store_true", help="do not shrink the invalid seeds")
@@ -34,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_swarm(args: argparse.Namespace) -> int:
-    from lab.experiments.swarm import parse_seeds, report_lines, swarm
+    from lab.experiments.swarm import draw_lines, draws, parse_seeds, report_lines, swarm
 
     if args.world != "sim":
         raise UsageError("lab swarm runs in the sim world only: a live run is no function of its seed, so a "
@@ -54,9 +57,15 @@ def cmd_swarm(args: argparse.Namespace) -> int:
         value = getattr(args, flag)
         if value is not None and value < 1:
             raise UsageError(f"--{flag.replace('_', '-')} {value}: use 1 or more")
+    load = None if args.load is None else args.load == "drawn"
+    if args.draws:
+        for seed, workload in draws(args.backend, seeds, options=dict(args.option), workload=args.workload,
+                                    faults_max=args.faults_max, load=load).items():
+            print("\n".join(draw_lines(seed, workload)))
+        return 0
     result = swarm(args.backend, seeds, budget=budget, jobs=args.jobs, options=dict(args.option),
                    workload=args.workload, out=args.out, shrink=not args.no_shrink, faults_max=args.faults_max,
-                   shrink_runs=args.shrink_runs, progress=not args.no_progress, spark=args.spark)
+                   shrink_runs=args.shrink_runs, progress=not args.no_progress, spark=args.spark, load=load)
     print("\n".join(report_lines(result)))
     return 1 if result.findings else 0
 

@@ -20,9 +20,10 @@ names and nothing else):
 - ``Unreachable`` — no connection could be opened (nothing listens on that node's port, a
   refused connection, no such node): the request was certainly not sent, a definite fail;
 - ``ConnectionLost`` (a ``ConnectionResetError``) — an open connection broke (reset or
-  closed by the server) before the whole reply came: the request may have been applied;
+  closed by the server) before the whole reply came — a server process that crashed resets
+  its connections, and is reset again while it is down: the request may have been applied;
 - ``CallTimeout`` (a ``TimeoutError``) — no reply in time (a silent peer: a partition, a
-  crashed machine that sends nothing): the request may have been applied.
+  paused process, a reset a partition dropped): the request may have been applied.
 
 ``Network.call`` reports a lost connection as ``CallTimeout`` (no reply), as the sim does.
 
@@ -208,6 +209,14 @@ class Connection(Protocol):
         reply: ``data`` may have been acted on. No other network error (no raw
         ``ConnectionResetError``, ``BrokenPipeError`` or ``OSError``) leaves an exchange; an
         exception ``receive`` raises passes through as it is."""
+
+    @property
+    def broken(self) -> bool:
+        """Whether the connection was closed by the server or the network since it was last
+        opened (a reset, a close, a server's restart) and none has been opened since: what
+        the server leased to it is the server's again. A client that holds what it fetched
+        (a prefetch) asks before handing it out. False before the first exchange."""
+        ...
 
     async def close(self) -> None: ...
 

@@ -9,13 +9,20 @@ alarm, as bad as a miss.
   fault mix), all with the mutant's options; a run the world cannot apply to the design
   (live faults on a design with no server process) is skipped and reported. One run of a mutant is in flight at a time, so "runs to first
   detection" counts exactly the runs it took; different mutants' runs share the workers.
-- **Caught** means a run's verdict is invalid (an error is no detection: it is reported
-  as one; nor is a run with no evidence, nothing acknowledged or delivered). The catching run's schedule is shrunk with ``lab.experiments.swarm_shrink.Shrinker`` (at most
+- **Caught** means a run's verdict is invalid, or no evidence (nothing acknowledged or
+  delivered) in a run without faults: the design did nothing where nothing stood in its
+  way, and its control shows it does. An error is no detection (it is reported as one),
+  nor is no evidence under faults (they may have stopped everything). The catching run's schedule is shrunk with ``lab.experiments.swarm_shrink.Shrinker`` (at most
   ``shrink_runs`` runs; a catch with no fault is already as small as it gets).
 - **The control**: the same workload and seed without the mutant, once per distinct run
   (mutants of one design and options share them).
 - **Passed** when every mutant was caught and no control run was invalid, raised or gave no
   evidence (a control that shows nothing cannot show the catch was no false alarm).
+- **Generated mutants** (``generate``, sim only: ``lab.experiments.generated``) are hunted the same
+  way (they have no scenarios), and each run's history digest is held to its control's:
+  ``generated.md`` / ``generated.csv`` say which mutants changed any history at all.
+- **A budget** (wall seconds) stops new mutant and shrinking runs once spent; the controls of
+  the runs made still run. A hunt it stopped is reported as not caught, "out of budget".
 
 The folder holds ``<mutant>/<run>/`` (its runs), ``control/<design>/<run>/``,
 ``<mutant>-shrunk.yaml`` for each shrunk catch, and ``mutants.md`` / ``mutants.csv``.
@@ -24,7 +31,6 @@ The folder holds ``<mutant>/<run>/`` (its runs), ``control/<design>/<run>/``,
 from __future__ import annotations
 
 import copy
-import csv
 import json
 import os
 import shutil
@@ -33,26 +39,25 @@ from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence, TextIO
+from typing import Any, Iterable, Iterator, TextIO
 
 import yaml
 
 from lab.worlds import interrupt
-from lab.experiments import planting as planted
+from lab.experiments import hunt_report, planting as planted
 from lab.design.registry import REGISTRY, UnknownBackend, backend_class
 from lab.design.mutants import Mutant
 from lab.experiments.planting import UnknownMutant, catalogue, mutant
+from lab.experiments.generated import report as generated_report
+from lab.experiments.generated.compare import screened
+from lab.experiments.generated.plan import Generate, Plan, plan
 from lab.history.paths import make_empty_folder
 from lab.experiments.swarm import progress_bar, say, write_workload
-from lab.experiments.swarm_draw import (base_workload, cast_of, draw_schedule, load_window, schedule_line,
-                                        seed_workload, world_kinds)
+from lab.experiments.swarm_draw import base_workload, draw_seed, schedule_line
 from lab.experiments.swarm_shrink import Shrinker
 from lab.experiments.swarm_worker import ERROR, InProcess, SeedRun, in_worker, process_pool, run_seed, seed_run
 from lab.judge.findings import Verdict
 from lab.workloads.spec import load_workload
-
-COLUMNS = ("mutant", "design", "promise", "caught", "caught_by", "runs", "seconds", "shrunk", "control_runs",
-           "control_invalid", "errors")
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,9 @@ class Trial:
 
     @property
     def folder(self) -> str:
-        return self.label.replace(" ", "-")
+        """The run's folder under the hunt's: one name, even for a scenario given by path
+        (whose slashes would otherwise make it a folder beside the scenario's file)."""
+        return _slug(self.label).strip("-")
 
 
 @dataclass
@@ -80,6 +87,7 @@ class Hunt:
     shrunk: str | None = None  # the shrunk catch's fault schedule, in words
     errors: int = 0
     refused: list[str] = field(default_factory=list)  # trials the world cannot apply to this design, and why
+    out_of_budget: bool = False  # stopped by the budget before it was caught or ran every trial
 
     @property
     def runs_to_catch(self) -> int:
@@ -108,6 +116,7 @@ class HuntResult:
     control_keys: dict[str, list[str]]  # mutant -> the keys of its controls
     wall_seconds: float
     interrupted: bool = False
+    generated: Plan | None = None  # what ``generate`` drew, when the mutants are generated ones
 
     def control_runs(self, name: str) -> list[SeedRun]:
         return [self.controls[key] for key in self.control_keys.get(name, []) if key in self.controls]
@@ -154,10 +163,8 @@ def trials(m: Mutant, seeds: int, world: str) -> Iterator[Trial]:
             yield Trial(f"{scenario} seed {seed}", scenario_mapping(scenario, seed), seed)
     base = base_workload(None)
     yield Trial("base seed 1", {**base, "seed": 1}, 1)  # the swarm's load with no fault: a bug that needs none
-    window, kinds = load_window(base), world_kinds(world)
-    cast = cast_of(m.design, dict(m.options), base)
     for seed in range(1, seeds + 1):
-        yield Trial(f"swarm seed {seed}", seed_workload(base, seed, draw_schedule(seed, window, kinds, cast)), seed)
+        yield Trial(f"swarm seed {seed}", draw_seed(base, seed, m.design, m.options, world), seed)
 
 
 def scenario_mapping(name: str, seed: int) -> dict[str, Any]:
@@ -182,11 +189,18 @@ def run_planted(name: str | None, workload: dict[str, Any], design: str, options
 
 def hunt(designs: Iterable[str] | None = None, names: Iterable[str] | None = None, *, seeds: int = 3,
          world: str = "sim", jobs: int | None = None, shrink_runs: int = 6, out: str | Path | None = None,
-         progress: bool | TextIO = True, echo=print) -> HuntResult:
-    """Hunt every chosen mutant and run its controls; every mistake in the arguments fails
-    before anything is written."""
+         progress: bool | TextIO = True, echo=print, generate: Generate | None = None,
+         budget: float | None = None) -> HuntResult:
+    """Hunt every chosen mutant (with ``generate``: the generated ones of ``designs`` instead)
+    and run its controls; every mistake in the arguments fails before anything is written."""
     started = time.monotonic()
-    chosen = chosen_mutants(designs, names)
+    generated = None
+    if generate is not None:
+        chosen_mutants(designs, [])  # an unknown design fails here
+        generated = plan(generate, designs, world)
+        chosen = generated.mutants
+    else:
+        chosen = chosen_mutants(designs, names)
     for m in chosen:
         backend_class(m.design).check_options(dict(m.options), world)
         for scenario in m.scenarios:
@@ -195,10 +209,11 @@ def hunt(designs: Iterable[str] | None = None, names: Iterable[str] | None = Non
 
     jobs = jobs or (len(os.sched_getaffinity(0)) if world == "sim" else 1)
     hunts = [Hunt(m, trials(m, seeds, world)) for m in chosen]
-    result = HuntResult(directory, world, seeds, hunts, {}, {}, 0.0)
+    result = HuntResult(directory, world, seeds, hunts, {}, {}, 0.0, generated=generated)
     executor: Executor = InProcess() if jobs == 1 else process_pool(jobs)
     try:
-        _Scheduler(result, executor, jobs, shrink_runs, progress, echo).run()
+        deadline = None if budget is None else started + budget
+        _Scheduler(result, executor, jobs, shrink_runs, progress, echo, deadline).run()
     except KeyboardInterrupt:
         result.interrupted = True
         raise
@@ -209,7 +224,9 @@ def hunt(designs: Iterable[str] | None = None, names: Iterable[str] | None = Non
         if result.interrupted:
             interrupt.mark_interrupted(result.directory, "mutants")
         result.wall_seconds = time.monotonic() - started
-        _write(result)
+        hunt_report.write(result)
+        if generated is not None:
+            generated_report.write(result)
     return result
 
 
@@ -218,8 +235,9 @@ class _Scheduler:
     shrinking candidates, and the control runs, in the order they became ready."""
 
     def __init__(self, result: HuntResult, executor: Executor, jobs: int, shrink_runs: int,
-                 progress: bool | TextIO, echo) -> None:
+                 progress: bool | TextIO, echo, deadline: float | None = None) -> None:
         self.result, self.executor, self.jobs, self.shrink_runs = result, executor, jobs, shrink_runs
+        self.deadline = deadline  # time.monotonic() past which no mutant or shrinking run starts
         self.echo = echo
         self.ready: deque[tuple[str, Any]] = deque(("hunt", h) for h in result.hunts)
         self.inflight: dict[Future, tuple[str, Any, str]] = {}
@@ -243,7 +261,13 @@ class _Scheduler:
 
     def _submit(self, kind: str, subject: Any) -> None:
         directory = self.result.directory
-        if kind == "hunt":
+        spent = self.deadline is not None and time.monotonic() >= self.deadline
+        if kind == "hunt" and spent:
+            subject.out_of_budget = True
+            self._settle(subject, f"{subject.mutant.name}: out of budget after {len(subject.runs)} runs")
+        elif kind == "shrink" and spent:
+            self._shrunk(subject)  # the smallest catch so far
+        elif kind == "hunt":
             h: Hunt = subject
             trial = next(h.trials, None)
             while trial is not None and (why := _refusal(trial, h.mutant.design, self.result.world)):
@@ -283,8 +307,12 @@ class _Scheduler:
         self._control(h.mutant, trial)
         if run.verdict == ERROR:
             h.errors += 1
-        if run.verdict != Verdict.INVALID:
-            self.ready.append(("hunt", h))
+        if not _caught(trial, run):
+            if self._screened(h):
+                self._settle(h, f"{h.mutant.name}: likely equivalent: its first {len(h.runs)} runs matched their "
+                                "controls")
+            else:
+                self.ready.append(("hunt", h))
             return
         h.caught = h.runs[-1]
         say(self.bar, self.echo, f"  {h.mutant.name}: caught by {trial.label} after {len(h.runs)} run(s) "
@@ -296,6 +324,15 @@ class _Scheduler:
             return
         h.shrinker = Shrinker(copy.deepcopy(trial.workload), run.broken, self.shrink_runs)
         self.ready.append(("shrink", h))
+
+    def _screened(self, h: Hunt) -> bool:
+        """A generated mutant's equivalence screen (``Generate.screen``) says stop."""
+        generated = self.result.generated
+        if generated is None or not generated.spec.screen:
+            return False
+        keys = self.result.control_keys.get(h.mutant.name, [])
+        pairs = [(run, self.result.controls.get(key)) for (_, run), key in zip(h.runs, keys)]
+        return screened(pairs, generated.spec.screen)
 
     def _shrink_done(self, subject: tuple[Hunt, dict[str, Any]], outcome: Any, out: str) -> None:
         h, candidate = subject
@@ -317,7 +354,9 @@ class _Scheduler:
         self.result.control_keys.setdefault(m.name, []).append(key)
         if key not in self.result.controls and key not in self.pending_controls:
             self.pending_controls.add(key)
-            self.ready.append(("control", (key, trial, m)))
+            # ahead of the other mutants' next runs: a run is judged against its control (the
+            # screen, a false alarm), so a control never waits behind a round of every mutant
+            self.ready.appendleft(("control", (key, trial, m)))
 
     def _control_done(self, subject: tuple[str, Trial, Mutant], outcome: Any, out: str) -> None:
         key, trial, m = subject
@@ -338,6 +377,13 @@ class _Scheduler:
         self.bar.set_postfix_str(f"caught {sum(1 for x in self.result.hunts if x.caught)}/{self.settled}")
 
 
+def _caught(trial: Trial, run: SeedRun) -> bool:
+    """A run that catches its mutant: invalid, or with no evidence in a run without faults —
+    the design did nothing a client asked of it where nothing stood in its way (the run's
+    control, unmutated, shows what it does there: a control with no evidence fails the hunt)."""
+    return run.verdict == Verdict.INVALID or (run.verdict == Verdict.NO_EVIDENCE and not trial.workload.get("faults"))
+
+
 def _refusal(trial: Trial, design: str, world: str) -> str | None:
     """Why ``world`` cannot run ``trial`` against ``design`` (the live world applies faults
     only to server processes), or None: such a trial is skipped, not counted as a miss."""
@@ -349,66 +395,3 @@ def _refusal(trial: Trial, design: str, world: str) -> str | None:
 
 def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_=." else "-" for c in text)
-
-
-# ----------------------------------------------------------------------------- the report
-
-
-def rows(result: HuntResult) -> list[dict[str, Any]]:
-    out = []
-    for h in result.hunts:
-        controls = result.control_runs(h.mutant.name)
-        out.append({
-            "mutant": h.mutant.name, "design": h.mutant.label, "promise": h.mutant.promise,
-            "caught": "yes" if h.caught else "no",
-            "caught_by": h.caught[0].label if h.caught else "",
-            "runs": h.runs_to_catch,
-            "seconds": round(h.seconds, 1),
-            "shrunk": h.shrunk if h.caught else "",
-            "control_runs": len(controls),
-            "control_invalid": sum(1 for r in controls if r.verdict in (Verdict.INVALID, ERROR)),
-            "errors": h.errors,
-        })
-    return out
-
-
-def report_lines(result: HuntResult) -> list[str]:
-    table = rows(result)
-    caught = sum(1 for r in table if r["caught"] == "yes")
-    alarms = result.false_alarms
-    lines = [f"lab mutants ({result.world}, {result.seeds} seeds): caught {caught} of {len(table)}, "
-             f"{len(alarms)} false alarm(s) in {len(result.controls)} control run(s), "
-             f"{result.wall_seconds:.0f} s wall" + (" — INTERRUPTED" if result.interrupted else ""), ""]
-    lines += markdown_table(table)
-    for h in result.hunts:
-        if not h.caught:
-            lines.append(f"NOT CAUGHT: {h.mutant.name} ({h.mutant.promise}: {h.mutant.mistake}) in {len(h.runs)} runs")
-        if h.refused:
-            lines.append(f"skipped {len(h.refused)} run(s) of {h.mutant.name}: {h.refused[0]}")
-    for run in alarms:
-        lines.append(f"FALSE ALARM: {run.verdict.upper()} {run.reason} ({run.run_dir})")
-    for run in result.without_evidence:
-        lines.append(f"NO EVIDENCE in a control run: {run.reason} ({run.run_dir})")
-    lines.append(f"results: {result.directory}")
-    return lines
-
-
-def markdown_table(table: Sequence[Mapping[str, Any]]) -> list[str]:
-    head = ("mutant", "promise it breaks", "caught", "first caught by", "runs", "s", "shrunk fault schedule",
-            "control (invalid/runs)")
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in table:
-        lines.append("| " + " | ".join(str(x) for x in (
-            r["mutant"], r["promise"], r["caught"], r["caught_by"] or "-", r["runs"], f"{r['seconds']:.1f}",
-            r["shrunk"] or "-", f"{r['control_invalid']}/{r['control_runs']}")) + " |")
-    return lines
-
-
-def _write(result: HuntResult) -> None:
-    table = rows(result)
-    with open(result.directory / "mutants.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, COLUMNS)
-        writer.writeheader()
-        writer.writerows(table)
-    state = "interrupted: the hunt was stopped before it ended\n\n" if result.interrupted else ""
-    (result.directory / "mutants.md").write_text(f"# lab mutants\n\n{state}" + "\n".join(report_lines(result)) + "\n")

@@ -27,7 +27,7 @@ import sys
 from typing import Any, Iterable, Iterator
 
 from lab.design.mutants import Mutant
-from lab.design.registry import REGISTRY, design_module, usable
+from lab.design.registry import REGISTRY, UnknownBackend, design_module, registration, usable
 
 ENV = "QUEUE_LAB_MUTANT"  # the test hook: a server process plants this mutant at start-up
 _MISSING = object()
@@ -56,7 +56,17 @@ def catalogue(designs: Iterable[str] | None = None) -> dict[str, Mutant]:
 
 
 def mutant(name: str) -> Mutant:
-    """The mutant called ``name``; UnknownMutant lists them."""
+    """The mutant called ``name``: a design's own, or a generated one
+    (``<design>~gen~<module>~<operator>~<index>``, re-created from its site: every process
+    makes the same mutant from the name); UnknownMutant lists them, or says why the name
+    makes no mutant."""
+    from lab.experiments.generated import apply, sites
+
+    if sites.is_generated(name):
+        try:
+            return apply.named(name)
+        except (sites.NoSuchSite, apply.CannotPlant, UnknownBackend) as e:
+            raise UnknownMutant(f"no generated mutant {name!r}: {e}") from e
     design = next((d for d in sorted(REGISTRY, key=len, reverse=True) if name.startswith(f"{d}-")), None)
     found = catalogue([design]) if design is not None else {}
     if name not in found:
@@ -89,6 +99,7 @@ def plant(name: str) -> Iterator[Mutant]:
                 delattr(owner, attribute)
             else:
                 setattr(owner, attribute, old)
+        _forget_cached(chosen.design)  # what the mutant computed is not the design's
 
 
 def plant_from_environment(design: str) -> str | None:
@@ -113,6 +124,34 @@ def _apply(chosen: Mutant) -> list[tuple[Any, str, Any]]:
     for patch in chosen.patches:
         if not hasattr(patch.owner, patch.attribute):
             raise AttributeError(f"mutant {chosen.name}: {patch.owner!r} has no {patch.attribute!r} to replace")
-        undo.append((patch.owner, patch.attribute, vars(patch.owner).get(patch.attribute, _MISSING)))
+        undo.append((patch.owner, patch.attribute, _current(patch.owner, patch.attribute)))
         setattr(patch.owner, patch.attribute, patch.replacement)
+    _forget_cached(chosen.design)  # an answer the design cached before must not stand in for the mutant's
     return undo
+
+
+def _forget_cached(design: str) -> None:
+    """Empty every ``functools`` cache of the design's loaded modules (module functions and
+    methods): a cached result would hide a patched function from its callers, and, the patch
+    undone, keep answering with what the mutant computed."""
+    package = registration(design).package
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == package or name.startswith(f"{package}.")):
+            continue
+        for value in list(vars(module).values()):
+            for held in [value, *(vars(value).values() if isinstance(value, type) else ())]:
+                kind = type(held)  # asked of the type: an object's own __getattr__ is not called
+                if callable(getattr(kind, "cache_clear", None)) and callable(getattr(kind, "cache_info", None)):
+                    held.cache_clear()
+
+
+def _current(owner: Any, attribute: str) -> Any:
+    """What undoing a patch of ``owner.attribute`` puts back: the owner's own value; for a
+    class, _MISSING when it inherits the attribute (deleting the patch restores the base's);
+    for an attribute kept outside the owner's ``__dict__`` (a function's ``__code__``), its value."""
+    own = getattr(owner, "__dict__", {})
+    if attribute in own:
+        return own[attribute]
+    if isinstance(owner, type):
+        return _MISSING
+    return getattr(owner, attribute)

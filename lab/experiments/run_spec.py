@@ -113,6 +113,11 @@ class RunSpec:
         if world not in design.worlds:
             raise WorkloadError(f"backend {backend!r} runs in the {' and '.join(design.worlds)} world(s), not "
                                 f"{world!r}" + (" (--world live)" if design.worlds == ("live",) else ""))
+        if workload.timeout is not None and "timeout" not in (options or {}):  # the run's own option wins
+            if not any(option.name == "timeout" for option in design.options_declared):
+                raise WorkloadError(f"{workload.source}: field 'timeout': {backend}'s clients take no timeout "
+                                    "option to set")
+            options = {**(options or {}), "timeout": workload.timeout}
         checked = design.check_options(options, world)
         workload = workload.with_seed(workload.seed if seed is None else seed)
         if calibration is not None and world != "sim":  # asked for: a mistake (a workload's sim block is the sim's)

@@ -40,7 +40,7 @@ from lab.design.registry import backend_class
 from lab.design.runtime import Runtime
 from lab.design.world import World
 from lab.experiments.run_spec import WORLDS, Calibration, RunSpec
-from lab.experiments.runner_clients import (DRAIN_CAP, DRAIN_CONSUMER, DRAIN_STALL, ClientPool, LoadState,
+from lab.experiments.runner_clients import (DRAIN_CAP, DRAIN_CONSUMER, DRAIN_STALL, ClientPool, LoadState, Pace,
                                             consume, produce, produce_open, send_gaps, split_evenly)
 from lab.experiments.runner_manifest import (CHECKED_COLUMNS, SPILL_FILE, RunResult, write_manifest,
                                              write_samples_phased)
@@ -49,6 +49,7 @@ from lab.history.phases import fault_kinds
 from lab.history.record import Recorder, read_samples
 from lab.judge.checker import check
 from lab.judge.summary import summarize
+from lab.workloads.clients import ClientPlan, consumer_queues
 from lab.workloads.errors import WorkloadError
 from lab.workloads.fault_base import Cast, FaultWorld
 from lab.workloads.faults import kinds_in, supports
@@ -210,27 +211,35 @@ async def _main(control: Runtime, world: RunWorld, backend: Backend, workload: W
     stop_at = t0 + round((workload.warmup + workload.duration) * 1e9) if workload.duration else None
     quotas = split_evenly(workload.messages, workload.producers) if workload.messages else [None] * workload.producers
 
+    def at(seconds: float | None) -> int | None:
+        return None if seconds is None else t0 + round(seconds * 1e9)
+
     producers = []
     open_loop = workload.arrivals == "poisson"
     for i, name in enumerate(producer_nodes):
         rt = world.node(name)
-        gaps = send_gaps(rt, rate_each, workload.arrivals)
-        if open_loop:
-            assert gaps is not None  # poisson arrivals have a rate (lab.workloads.spec)
-            producer = produce_open(rt, ClientPool(backend, rt, reliable), name, queues[i % len(queues)],
-                                    workload.message_size, gaps, stop_at, quotas[i], recorder, state)
+        plan = workload.clients.get(name, ClientPlan())
+        rate = rate_each if plan.rate is None else plan.rate
+        gaps = send_gaps(rt, rate, workload.arrivals if rate else "constant")
+        own_stop = at(plan.stop)
+        stop = own_stop if stop_at is None else stop_at if own_stop is None else min(stop_at, own_stop)
+        queue, size = plan.queue or queues[i % len(queues)], plan.message_size or workload.message_size
+        if open_loop and gaps is not None:
+            producer = produce_open(rt, ClientPool(backend, rt, reliable), name, queue, size, gaps, stop,
+                                    quotas[i], recorder, state, start_at=at(plan.start))
         else:
-            producer = produce(rt, backend.client(rt, reliable), name, queues[i % len(queues)],
-                               workload.message_size, gaps, stop_at, quotas[i], recorder, state)
+            producer = produce(rt, backend.client(rt, reliable), name, queue, size, gaps, stop, quotas[i],
+                               recorder, state, start_at=at(plan.start))
         producers.append(rt.spawn(producer, name=name))
     consumers = []
     for i, name in enumerate(consumer_nodes):
         rt = world.node(name)
         client = backend.client(rt, reliable)
-        # Consumer i reads queues i, i+C, ...; with more consumers than queues, they share.
-        mine = queues[i::workload.consumers] or [queues[i % len(queues)]]
-        consumers.append(rt.spawn(consume(rt, client, name, mine, reliable, recorder, state,
-                                          workload.consumer_delay), name=name))
+        plan = workload.clients.get(name, ClientPlan())
+        mine = consumer_queues(plan, i, workload.consumers, queues)
+        pace = Pace(workload.consumer_delay if plan.start is None else plan.start, plan.work_ms / 1000,
+                    tuple((at(a) or 0, round(seconds * 1e9)) for a, seconds in plan.pauses))
+        consumers.append(rt.spawn(consume(rt, client, name, mine, reliable, recorder, state, pace), name=name))
 
     bar = _Progress(workload, world.kind, progress) if progress else None
     ticker = control.spawn(_tick(control, bar, state)) if bar is not None else None

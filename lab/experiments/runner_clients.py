@@ -12,6 +12,7 @@ way, by ``timed``. ``lab.experiments.runner`` starts them.
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 from typing import Iterator
 
 from lab.design import message
@@ -68,10 +69,18 @@ def timed(recorder: Recorder, rt: Runtime, client: str, op: str, queue: str, *, 
     return recorder.measure(rt.now_ns, rt.node, client, op, queue, msg_id=msg_id, delay_ns=delay_ns)
 
 
+async def wait_until(rt: Runtime, when: int | None) -> None:
+    """Sleep until ``when`` on ``rt``'s clock (None, or past: not at all)."""
+    if when is not None and when > (now := rt.now_ns()):
+        await rt.sleep((when - now) / 1e9)
+
+
 async def produce(rt: Runtime, client: QueueClient, name: str, queue: str, size: int, gaps: Iterator[int] | None,
-                  stop_at: int | None, quota: int | None, recorder: Recorder, state: LoadState) -> None:
+                  stop_at: int | None, quota: int | None, recorder: Recorder, state: LoadState,
+                  start_at: int | None = None) -> None:
     """Closed loop: one put after another on ``client``, each at its scheduled time (or at
-    once, behind schedule or without one), until ``stop_at`` or the ``quota``."""
+    once, behind schedule or without one), from ``start_at`` until ``stop_at`` or the ``quota``."""
+    await wait_until(rt, start_at)
     intended = rt.now_ns()
     seq = 0
     while quota is None or seq < quota:
@@ -122,9 +131,10 @@ class ClientPool:
 
 
 async def produce_open(rt: Runtime, pool: ClientPool, name: str, queue: str, size: int, gaps: Iterator[int],
-                       stop_at: int | None, quota: int | None, recorder: Recorder, state: LoadState) -> None:
+                       stop_at: int | None, quota: int | None, recorder: Recorder, state: LoadState,
+                       start_at: int | None = None) -> None:
     """Open loop: each put is a task of its own, started at its scheduled time on a client of
-    ``pool``, whether the puts before it have finished or not."""
+    ``pool``, whether the puts before it have finished or not, from ``start_at`` on."""
     in_flight = 0
     all_done = None  # an event while the producer waits for its last puts
 
@@ -144,6 +154,7 @@ async def produce_open(rt: Runtime, pool: ClientPool, name: str, queue: str, siz
             if in_flight == 0 and all_done is not None:
                 all_done.set()
 
+    await wait_until(rt, start_at)
     intended = rt.now_ns()
     seq = 0
     while quota is None or seq < quota:
@@ -163,22 +174,39 @@ async def produce_open(rt: Runtime, pool: ClientPool, name: str, queue: str, siz
     await pool.close()
 
 
+@dataclass(frozen=True)
+class Pace:
+    """How a consumer reads: from ``start`` seconds after the run began, ``work`` seconds
+    between a delivery and its ack, and ``pauses`` ((from, length) in ns on the run's clock)
+    in which it reads nothing and holds what it leased (``lab.workloads.clients``)."""
+
+    start: float = 0.0
+    work: float = 0.0
+    pauses: tuple[tuple[int, int], ...] = ()
+
+    def paused_until(self, now: int) -> int | None:
+        """The end of the pause ``now`` falls in, or None."""
+        return next((begin + length for begin, length in self.pauses if begin <= now < begin + length), None)
+
+
 async def consume(rt: Runtime, client: QueueClient, name: str, queues: list[str], reliable: bool,
-                  recorder: Recorder, state: LoadState, delay: float = 0.0) -> None:
+                  recorder: Recorder, state: LoadState, pace: Pace = Pace()) -> None:
     """Get (and ack) until the drain finds every queue empty — an empty get, and no backlog
     where the design can tell one (``QueueClient.backlog``: leased or not yet visible
     messages), once the design's ``recovery_s`` has passed since the last delivery (or get
     that may have leased one) — or gives up: no delivery for ``DRAIN_STALL`` seconds (or
-    ``recovery_s``, if longer), or ``DRAIN_CAP`` in all."""
+    ``recovery_s``, if longer), or ``DRAIN_CAP`` in all. Its ``pace`` holds until the drain."""
     empty: set[str] = set()
     drain_start: int | None = None
-    if delay > 0:
-        await rt.sleep(delay)  # the workload's consumer_delay: a backlog builds first
+    await wait_until(rt, state.t0 + round(pace.start * 1e9))  # a late consumer: a backlog builds first
     turn = 0
     while True:
         queue = queues[turn % len(queues)]
-        turn += 1
         draining = state.draining
+        turn += 1
+        if not draining and pace.pauses and (resume := pace.paused_until(rt.now_ns())) is not None:
+            await wait_until(rt, resume)
+            continue
         if draining:
             now = rt.now_ns()
             drain_start = drain_start or now
@@ -226,8 +254,12 @@ async def consume(rt: Runtime, client: QueueClient, name: str, queues: list[str]
                         await rt.sleep(POLL_WAIT)  # look again now and then meanwhile
             continue
         empty.discard(queue)
+        if draining:  # the drain stays on a queue while it delivers: a poll of each empty one between
+            turn -= 1  # two deliveries would make a backlog on one of many queues take minutes
         state.delivered += 1
         state.last_delivery = rt.now_ns()
+        if pace.work and not draining:  # the work a message takes: the read stays open meanwhile
+            await rt.sleep(pace.work)
         if reliable:
             with timed(recorder, rt, name, "ack", delivery.queue, msg_id=get.msg_id):
                 await client.ack(delivery)

@@ -38,8 +38,7 @@ import yaml
 
 from lab.worlds import interrupt
 from lab.design.registry import backend_class
-from lab.experiments.swarm_draw import (base_workload, cast_of, draw_schedule, load_line, load_window,
-                                        schedule_line, seed_workload, world_kinds)
+from lab.experiments.swarm_draw import base_workload, draw_seed, load_line, schedule_line
 from lab.experiments.swarm_shrink import Shrinker
 from lab.experiments.swarm_worker import (ERROR, InProcess, SeedRun, WorkerError, in_worker, process_pool, run_seed,
                                           seed_run)
@@ -47,7 +46,7 @@ from lab.history.paths import make_empty_folder
 from lab.judge.findings import Verdict
 
 VERDICTS = (*Verdict, ERROR)  # no evidence among them: counted apart, neither a pass nor a finding
-COLUMNS = ("seed", "faults", "verdict", "reason", "lost", "duplicated", "unexpected", "inversions", "run_dir")
+COLUMNS = ("seed", "load", "faults", "verdict", "reason", "lost", "duplicated", "unexpected", "inversions", "run_dir")
 
 
 @dataclass
@@ -62,6 +61,7 @@ class SeedFinding:
     shrunk: SeedRun | None = None
     shrunk_load: dict[str, Any] = field(default_factory=dict)  # the shrunk workload
     shrink_runs: int = 0
+    load: str = ""  # the seed's load in words
 
 
 @dataclass
@@ -74,6 +74,7 @@ class SwarmResult:
     findings: list[SeedFinding]
     wall_seconds: float
     stopped_by_budget: bool
+    loads: dict[int, str] = field(default_factory=dict)  # each seed's load, in words
 
     @property
     def counts(self) -> Counter:
@@ -112,24 +113,19 @@ def swarm(backend: str, seeds: Sequence[int], *, budget: float | None = None, jo
           options: Mapping[str, Any] | None = None, workload: str | Path | None = None,
           out: str | Path | None = None, shrink: bool = True, faults_max: int = 3, shrink_runs: int = 40,
           progress: bool | TextIO = True, echo: Callable[[str], None] = print,
-          spark: str | None = None) -> SwarmResult:
+          spark: str | None = None, load: bool | None = None) -> SwarmResult:
     """Run ``seeds`` against ``backend``; every mistake in the arguments fails before
     anything is written. ``budget``: wall seconds for the whole swarm, shrinking included
     (runs in flight then finish; the rest are not started). ``spark``: a Spark master
     (``local[N]``, ``spark://HOST:PORT``) whose tasks run the seeds, ``jobs`` at a time
-    (default: twice the cluster's cores)."""
+    (default: twice the cluster's cores). ``load``: draw each seed's load as well as its
+    faults (default: with the default base workload, not with one given)."""
     started = time.monotonic()
-    deadline = started + budget if budget else None
     options = dict(options or {})
-    backend_class(backend).check_options(options, "sim")  # BadOption, UnknownBackend before anything runs
-    if faults_max < 1 or shrink_runs < 1:
-        raise ValueError("faults_max and shrink_runs must be >= 1")
-    base = base_workload(workload)
-    window = load_window(base)
-    kinds = world_kinds("sim")
-    cast = cast_of(backend, options, base)
-    schedules = {seed: seed_workload(base, seed, draw_schedule(seed, window, kinds, cast, faults_max))
-                 for seed in seeds}
+    if shrink_runs < 1:
+        raise ValueError("shrink_runs must be >= 1")
+    schedules = draws(backend, seeds, options=options, workload=workload, faults_max=faults_max, load=load)
+    deadline = time.monotonic() + budget if budget else None  # the runs' budget: drawing every seed comes first
     if spark is not None:
         from lab.experiments.spark_runs import check_master
 
@@ -175,10 +171,29 @@ def swarm(backend: str, seeds: Sequence[int], *, budget: float | None = None, jo
     runs.sort(key=lambda r: r.seed)
     findings.sort(key=lambda f: f.run.seed)
     result = SwarmResult(directory, backend, options, len(schedules), runs, findings,
-                         time.monotonic() - started, stopped)
+                         time.monotonic() - started, stopped, {seed: load_line(w) for seed, w in schedules.items()})
     _write_csv(result)
     result.markdown_path.write_text(markdown(result) + "\n")
     return result
+
+
+def draws(backend: str, seeds: Sequence[int], *, options: Mapping[str, Any] | None = None,
+          workload: str | Path | None = None, faults_max: int = 3, load: bool | None = None) -> dict[int, dict[str, Any]]:
+    """Each seed's workload (a mapping) as ``swarm`` would run it, drawn and nothing run;
+    BadOption, UnknownBackend or WorkloadError first."""
+    backend_class(backend).check_options(dict(options or {}), "sim")
+    if faults_max < 1:
+        raise ValueError("faults_max must be >= 1")
+    base = base_workload(workload)
+    drawn = workload is None if load is None else load
+    return {seed: draw_seed(base, seed, backend, options, "sim", faults_max, load=drawn) for seed in seeds}
+
+
+def draw_lines(seed: int, workload: Mapping[str, Any]) -> list[str]:
+    """One seed's draw as `lab swarm` prints it: its load, its faults, and what was timed against what."""
+    timed = workload.get("description", "").partition("; timed: ")[2]
+    return [f"seed {seed}: {load_line(workload)}", f"  faults: {schedule_line(workload.get('faults') or [])}",
+            *([f"  timed: {timed}"] if timed else [])]
 
 
 def _task_failed(failed: Exception) -> WorkerError:
@@ -212,6 +227,7 @@ def _search(executor: Executor, jobs: int, schedules: dict[int, dict[str, Any]],
         if run.verdict in (Verdict.INVALID, ERROR):
             findings.append(_finding(run, schedules[seed], backend, options, directory))
             say(bar, echo, f"  seed {seed}: {run.verdict.upper()} ({run.reason})\n"
+                           f"    load: {load_line(schedules[seed])}\n"
                            f"    faults: {run.faults}\n    replay: {findings[-1].command}")
         bar.update(1)
         bar.set_postfix_str(", ".join(f"{k} {n}" for k, n in sorted(Counter(r.verdict for r in runs).items())))
@@ -258,7 +274,7 @@ def _finding(run: SeedRun, workload: dict[str, Any], backend: str, options: dict
              directory: Path) -> SeedFinding:
     path = directory / f"seed-{run.seed}.yaml"
     write_workload(path, workload, f"lab swarm: seed {run.seed} of {backend}: {run.verdict.upper()} ({run.reason})")
-    return SeedFinding(run, path, replay_command(path, backend, run.seed, options))
+    return SeedFinding(run, path, replay_command(path, backend, run.seed, options), load=load_line(workload))
 
 
 def write_workload(path: Path, workload: dict[str, Any], headline: str) -> None:
@@ -343,7 +359,7 @@ def report_lines(result: SwarmResult) -> list[str]:
                      + ", ".join(str(r.seed) for r in result.runs if r.verdict == Verdict.NO_EVIDENCE))
     for f in result.findings:
         lines += [f"seed {f.run.seed}: {f.run.verdict.upper()} ({f.run.reason})",
-                  f"  faults: {f.run.faults}", f"  replay: {f.command}"]
+                  f"  load: {f.load}", f"  faults: {f.run.faults}", f"  replay: {f.command}"]
         if f.shrunk is not None:
             lines += [f"  shrunk in {f.shrink_runs} runs to: {f.shrunk.faults}; {load_line(f.shrunk_load)} "
                       f"({f.shrunk.lost} lost, {f.shrunk.duplicated} duplicated, {f.shrunk.inversions} inversions)",
@@ -358,10 +374,10 @@ def report_lines(result: SwarmResult) -> list[str]:
 
 def markdown(result: SwarmResult) -> str:
     lines = ["# lab swarm", "", *(f"    {line}" for line in report_lines(result)[:-1]), "",
-             "| seed | faults | verdict | reason | lost | dup | unexp | inversions |", "|---|" * 8]
+             "| seed | load | faults | verdict | reason | lost | dup | unexp | inversions |", "|---|" * 9]
     for r in result.runs:
         verdict = f"**{r.verdict}**" if r.verdict in (Verdict.INVALID, ERROR) else r.verdict
-        lines.append(f"| {r.seed} | {r.faults} | {verdict} | {r.reason.replace('|', '/')} | {r.lost} | "
+        lines.append(f"| {r.seed} | {result.loads.get(r.seed, '')} | {r.faults} | {verdict} | {r.reason.replace('|', '/')} | {r.lost} | "
                      f"{r.duplicated} | {r.unexpected} | {r.inversions} |")
     return "\n".join(lines)
 
@@ -370,4 +386,4 @@ def _write_csv(result: SwarmResult) -> None:
     with result.csv_path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
         writer.writeheader()
-        writer.writerows(asdict(r) for r in result.runs)
+        writer.writerows({**asdict(r), "load": result.loads.get(r.seed, "")} for r in result.runs)

@@ -1,19 +1,24 @@
-"""The swarm's draw: each seed's fault schedule, a pure function of the seed, the base
-workload, the fault kinds the world applies and the design's nodes (``draw_schedule``), and
-the workloads built from it (``base_workload``, ``seed_workload``). 1..``faults_max`` faults,
-each a kind from ``lab.workloads.faults.REGISTRY`` that the world lists, its target and fields
-from ``FIELD_DRAWS``, its start and length inside the load window and clear of its last
-quarter, which stays healed. A kind the world applies and ``FIELD_DRAWS`` lacks stops the
-swarm before anything runs (``UndrawableKind``), so a new kind fails its test rather than
-being skipped in silence. A design joins by registering: its server nodes come from its
-``Backend``. Also the one-line forms of a fault, a schedule and a load the reports print.
+"""The swarm's draw: each seed's workload (``draw_seed``), a pure function of the seed, the
+base workload, the design and its options — its load (``lab.experiments.swarm_load``), then
+its faults (``draw_faults``): the fault kinds the world applies, each switched on or off for
+the seed, 1..``faults_max`` faults of those left on, each with its target and fields from
+``FIELD_DRAWS``, its start and length inside the load window and clear of its last quarter,
+which stays healed; then sequences timed against earlier faults and the load (a restart
+struck again, a fault just after the clients' timeout ran out, during a late consumer's
+backlog, while reads are held open), each with its reason in the seed's description. A kind
+the world applies and ``FIELD_DRAWS`` lacks stops the swarm before anything runs
+(``UndrawableKind``), so a new kind fails its test rather than being skipped in silence. A
+design joins by registering: its server nodes come from its ``Backend``. Also the one-line
+forms of a fault, a schedule and a load the reports print.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import random
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -21,9 +26,11 @@ import yaml
 
 from lab.workloads import faults
 
+from lab.design.options import TIMEOUT
 from lab.design.registry import backend_class
+from lab.experiments.swarm_load import Shape, draw_load, shape_of
 from lab.workloads.fault_base import ROLE_TARGETS, SHAPES, SIDED_SHAPES, Cast, FieldError, draw_time
-from lab.workloads.faults import parse_fault
+from lab.workloads.faults import RESTARTING, parse_fault
 from lab.workloads.errors import WorkloadError
 from lab.workloads.spec import load_workload, parse_workload
 
@@ -128,19 +135,94 @@ def world_kinds(world: str = "sim") -> list[str]:
 def load_window(workload: Mapping[str, Any]) -> tuple[float, float]:
     """(first start, last heal) in seconds from the start of the run, for ``workload`` (a
     mapping); WorkloadError if the length of its load is not known beforehand."""
+    return window_of(load_end(workload))
+
+
+def load_end(workload: Mapping[str, Any]) -> float:
+    """When ``workload``'s producers stop, in seconds from the start of the run; WorkloadError
+    if that is not known beforehand."""
     end = parse_workload(dict(workload), workload.get("name", "<workload>")).load_seconds
     if end is None:
         raise WorkloadError(f"{workload.get('name')}: the swarm needs a load of known length "
                             "(`duration`, or `messages` with a `rate`) to place faults in it")
+    return end
+
+
+def window_of(end: float) -> tuple[float, float]:
+    """(first start, last heal) of a load that ends at ``end``."""
     return round(FIRST * end, 3), round((1 - HEALED) * end, 3)
 
 
 def draw_schedule(seed: int, window: tuple[float, float], kinds: Sequence[str], cast: Cast,
-                  faults_max: int = 3) -> list[dict[str, Any]]:
+                  faults_max: int = 3, shape: Shape | None = None) -> list[dict[str, Any]]:
     """The fault entries (workload form) of ``seed``: a pure function of its arguments."""
+    return draw_faults(seed, window, kinds, cast, faults_max, shape)[0]
+
+
+def draw_faults(seed: int, window: tuple[float, float], kinds: Sequence[str], cast: Cast, faults_max: int = 3,
+                shape: Shape | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """``seed``'s fault entries, and a note for each that was timed against the run: the kinds
+    this seed switches on (each with an even chance, one at least), 1..``faults_max`` faults of
+    them at random, then sequences — a crash again soon after its restart, a fault just after
+    the clients gave up on what an earlier one stalled, a fault while a late consumer drains
+    the backlog or a slow one holds its reads open (``shape``: the load's timings)."""
     rng = random.Random(f"swarm:{seed}")
-    entries = [_draw_fault(rng, rng.choice(list(kinds)), window, cast) for _ in range(rng.randint(1, faults_max))]
-    return sorted(entries, key=lambda e: e["at"])
+    kinds = list(kinds)
+    enabled = [kind for kind in kinds if rng.random() < 0.5] or [rng.choice(kinds)]
+    entries = [_draw_fault(rng, rng.choice(enabled), window, cast) for _ in range(rng.randint(1, faults_max))]
+    notes: list[str] = []
+    if shape is not None:
+        _draw_sequences(rng, entries, notes, enabled, window, cast, shape)
+    return sorted(entries, key=lambda e: e["at"]), notes
+
+
+STALLING = ("partition", "pause", "gc", "link-delay", "loss", "disk-delay")  # kinds a client may time out in
+SEQUENCE_P = 0.35  # the chance of each follow-up a sequence may add
+
+
+def _draw_sequences(rng: random.Random, entries: list[dict[str, Any]], notes: list[str], enabled: list[str],
+                    window: tuple[float, float], cast: Cast, shape: Shape) -> None:
+    """Follow-ups timed against the first draw's faults and the load (added to ``entries``)."""
+    def add(kind: str, at: float, why: str, like: Mapping[str, Any] | None = None) -> None:
+        entry = _timed_fault(rng, kind, at, window, cast, like)
+        if entry is not None:
+            entries.append(entry)
+            notes.append(f"{fault_line(entry)}: {why}")
+
+    for first in list(entries):
+        heal = first["at"] + first["duration"]
+        if first["fault"] in RESTARTING and rng.random() < SEQUENCE_P:  # a recovery that must survive its own
+            gap = round(_log_uniform(rng, 0.005, 1.0), 3)
+            add(first["fault"], heal + gap, f"the same again {gap:g} s after its restart", like=first)
+        if first["fault"] in STALLING and rng.random() < SEQUENCE_P:  # the clients gave up on what it stalled
+            late = round(rng.uniform(0, 0.05), 3)
+            add(rng.choice(enabled), first["at"] + shape.timeout + late,
+                f"{late:g} s after the clients' {shape.timeout:g} s timeout ran out on what {first['fault']} stalled")
+    for start in shape.late_starts:
+        if rng.random() < SEQUENCE_P:
+            later = round(rng.uniform(0, 0.3), 3)
+            add(rng.choice(enabled), start + later, f"{later:g} s after a late consumer began on the backlog")
+    for start in shape.slow_readers:
+        if rng.random() < SEQUENCE_P:
+            add(rng.choice(enabled), rng.uniform(start, window[1]), "while a slow consumer holds reads open")
+
+
+def _timed_fault(rng: random.Random, kind: str, at: float, window: tuple[float, float], cast: Cast,
+                 like: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """A ``kind`` fault at ``at`` (``like``'s target and fields, else drawn), or None if it
+    would not fit the window or cuts nothing."""
+    start, end = window
+    at = round(max(at, start), 3)
+    if at > end - MIN_FAULT:
+        return None
+    fields = {k: v for k, v in like.items() if k not in ("at", "duration")} if like is not None else \
+        {"fault": kind, **FIELD_DRAWS[kind](rng, cast)}
+    entry = {"fault": kind, "at": at, "duration": round(_log_uniform(rng, MIN_FAULT, end - at), 3), **fields}
+    try:
+        parse_fault(entry).place(cast, random.Random(0))
+    except FieldError:
+        return None
+    return entry
 
 
 def _draw_fault(rng: random.Random, kind: str, window: tuple[float, float], cast: Cast) -> dict[str, Any]:
@@ -165,9 +247,15 @@ def design_servers(backend: str, options: Mapping[str, Any] | None = None) -> tu
     """The server nodes ``backend`` runs on with ``options``, as its Backend names them (on
     a sim world that never runs: a design names its nodes when it is made; one that does
     not run in the sim world says so, as UnknownBackend)."""
+    return _servers_of(backend, tuple(sorted((options or {}).items(), key=lambda kv: kv[0])))
+
+
+@functools.lru_cache(maxsize=64)
+def _servers_of(backend: str, options: tuple[tuple[str, Any], ...]) -> tuple[str, ...]:
+    # made once per design and options: every seed's draw asks (a swarm of many seeds draws them all first)
     from models.world import SimWorld
 
-    return tuple(backend_class(backend)(SimWorld(0), options).server_nodes)
+    return tuple(backend_class(backend)(SimWorld(0), dict(options)).server_nodes)
 
 
 def cast_of(backend: str, options: Mapping[str, Any] | None, workload: Mapping[str, Any]) -> Cast:
@@ -184,11 +272,37 @@ def fault_line(entry: Mapping[str, Any]) -> str:
 
 
 def load_line(workload: Mapping[str, Any]) -> str:
-    """A workload's load in a few words: ``2 producers, 2 consumers, 1000 msg/s for 3 s``."""
+    """A workload's load in a few words: ``2 producer(s), 2 consumer(s), 1000 msg/s for 3 s``,
+    then what it draws beyond that (queues, sizes, arrivals, timeout, each client's own plan)."""
     length = f"for {workload['duration']:g} s" if workload.get("duration") else f"{workload.get('messages')} messages"
     rate = f"{workload['rate']:g} msg/s" if workload.get("rate") else "closed loop"
-    return (f"{workload.get('producers', 1)} producer(s), {workload.get('consumers', 1)} consumer(s), "
-            f"{rate} {length}")
+    words = [f"{workload.get('producers', 1)} producer(s), {workload.get('consumers', 1)} consumer(s), "
+             f"{rate} {length}"]
+    if workload.get("arrivals") == "poisson":
+        words.append("poisson arrivals")
+    if workload.get("queues", 1) > 1:
+        words.append(f"{workload['queues']} queues")
+    if workload.get("message_size", 100) != 100:
+        words.append(f"{workload['message_size']} B")
+    if workload.get("timeout"):
+        words.append(f"timeout {workload['timeout']:g} s")
+    for name, plan in (workload.get("clients") or {}).items():
+        words.append(f"{name} " + " ".join(_plan_words(plan)))
+    return "; ".join(words)
+
+
+def _plan_words(plan: Mapping[str, Any]) -> list[str]:
+    words = []
+    if "start" in plan or "stop" in plan:
+        words.append(f"{plan.get('start', 0):g}-{plan['stop']:g} s" if "stop" in plan else f"from {plan['start']:g} s")
+    words += [f"{plan['rate']:g} msg/s"] if "rate" in plan else []
+    words += [f"{plan['message_size']} B"] if "message_size" in plan else []
+    words += [f"on {plan['queue']}"] if "queue" in plan else []
+    words += [f"reads {','.join(plan['queues'])}"] if "queues" in plan else []
+    words += [f"works {plan['work_ms']:g} ms"] if "work_ms" in plan else []
+    words += [f"pauses {' '.join(f'@{at:g}+{length:g}s' for at, length in plan['pauses'])}"] if "pauses" in plan \
+        else []
+    return words
 
 
 def schedule_line(entries: Iterable[Mapping[str, Any]]) -> str:
@@ -205,6 +319,25 @@ def base_workload(source: str | Path | None) -> dict[str, Any]:
     data.pop("faults", None)
     data.pop("seed", None)
     return data
+
+
+def draw_seed(base: Mapping[str, Any], seed: int, backend: str, options: Mapping[str, Any] | None = None,
+              world: str = "sim", faults_max: int = 3, load: bool = True) -> dict[str, Any]:
+    """The workload (a mapping) seed ``seed`` of a swarm over ``base`` runs against
+    ``backend`` with ``options``: its load drawn (``lab.experiments.swarm_load``; ``load=False``
+    keeps ``base``'s), then its faults against that load. A pure function of its arguments,
+    so the same seed draws the same run everywhere (``lab swarm``, ``lab mutants``' swarm
+    trials, the tests)."""
+    workload = draw_load(random.Random(f"swarm-load:{seed}"), base) if load else copy.deepcopy(dict(base))
+    end = load_end(workload)  # WorkloadError for a load of unknown length, first
+    timeout = (options or {}).get("timeout") or workload.get("timeout") or TIMEOUT.default
+    shape = replace(shape_of(workload, end), timeout=timeout)
+    entries, notes = draw_faults(seed, window_of(end), world_kinds(world), cast_of(backend, options, workload), faults_max,
+                                 shape)
+    drawn = seed_workload(workload, seed, entries)
+    if notes:
+        drawn["description"] += "; timed: " + "; ".join(notes)
+    return drawn
 
 
 def seed_workload(base: Mapping[str, Any], seed: int, entries: list[dict[str, Any]]) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The swarm's shrinker: a failing workload made smaller one change at a time, while its
 run still breaks a promise the seed broke. ``Shrinker`` tries removing each fault, halving
 each fault's duration and then its start, then halving the load (duration, rate, clients,
-warm-up); a change is kept when the run is invalid and breaks one of the promises still being
+warm-up) and making it plainer (each client's own plan dropped, then the clients' timeout); a change is kept when the run is invalid and breaks one of the promises still being
 chased (``lab.judge.verdict.Judgement.broken``: lost, duplicated, reordered, unexpected,
 refused). It runs nothing itself: the swarm driver runs its candidates and feeds back their outcomes.
 """
@@ -71,7 +71,7 @@ class Shrinker:
                         if candidate is None or not (yield candidate):
                             break
                         kept_any = True
-            for change in self._load_changes():  # a lighter load
+            for change in [*self._load_changes(), *self._client_changes()]:  # a lighter, plainer load
                 while True:
                     candidate = self._changed(change)
                     if candidate is None or not (yield candidate):
@@ -92,11 +92,19 @@ class Shrinker:
                 halve("producers", 1, whole=True), halve("consumers", 1, whole=True), halve("warmup", 0.05),
                 lambda w: w.pop("warmup", None)]
 
+    def _client_changes(self) -> list[Callable[[dict[str, Any]], Any]]:
+        """Each client's own plan dropped (it does what the others do), then the clients' timeout."""
+        def drop(name: str) -> Callable[[dict[str, Any]], Any]:
+            return lambda w: (w.get("clients") or {}).pop(name, None)
+
+        return [*(drop(name) for name in self.best.get("clients") or {}), lambda w: w.pop("timeout", None)]
+
     def _changed(self, change: Callable[[dict[str, Any]], Any]) -> dict[str, Any] | None:
         """``best`` with ``change`` applied, or None if that changes nothing or makes a
         workload that does not parse (a fault past the end of a shorter load)."""
         candidate = copy.deepcopy(self.best)
         change(candidate)
+        _prune_clients(candidate)
         if candidate == self.best:
             return None
         try:
@@ -112,3 +120,15 @@ def _halve_fault_field(number: int, key: str) -> Callable[[dict[str, Any]], None
         fault[key] = round(fault[key] / 2, 3)
 
     return change
+
+
+def _prune_clients(workload: dict[str, Any]) -> None:
+    """The plans of clients a smaller count removed go with them (and an empty block)."""
+    clients = workload.get("clients")
+    if clients is None:
+        return
+    counts = {"p": workload.get("producers", 1), "c": workload.get("consumers", 1)}
+    for name in [n for n in clients if int(n[1:]) >= counts[n[0]]]:
+        del clients[name]
+    if not clients:
+        del workload["clients"]

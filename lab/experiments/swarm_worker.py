@@ -43,6 +43,9 @@ class SeedRun:
     run_dir: str = ""
     wall_seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    #: a sim run's history in 16 hex digits (``history_digest``): equal for the same workload, seed,
+    #: options and code, whatever the run's id or folder; "" for a live run or one that raised
+    digest: str = ""
 
 
 def run_seed(workload: dict[str, Any], backend: str, options: dict[str, Any], seed: int, out: str,
@@ -63,9 +66,29 @@ def run_seed(workload: dict[str, Any], backend: str, options: dict[str, Any], se
     if log.getvalue():
         (result.run_dir / "stderr.txt").write_text(log.getvalue())
     c = result.check
+    digest = history_digest(result.run_dir / "samples.parquet") if world == "sim" else ""
     return SeedRun(seed, schedule, str(c.verdict), c.reason, c.judgement.broken, c.counts.lost, c.counts.duplicated,
                    c.counts.unexpected, c.reordering.inversions, str(result.run_dir), result.wall_seconds,
-                   list(result.warnings))
+                   list(result.warnings), digest)
+
+
+def history_digest(samples: Path) -> str:
+    """A digest of a run's samples, every row in order, over the columns that say what
+    happened (not the run's id, world, design or scenario name, the same on every row): two
+    sim runs that did the same thing have the same digest. "" if there are no samples."""
+    import hashlib
+
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    from lab.history.record import SAMPLE_SCHEMA
+
+    if not samples.exists():
+        return ""
+    per_run = {"run_id", "world", "backend", "scenario"}
+    table = pq.read_table(samples, columns=[n for n in SAMPLE_SCHEMA.names if n not in per_run])
+    rows = pd.util.hash_pandas_object(table.to_pandas(), index=False).to_numpy()
+    return hashlib.sha256(rows.tobytes()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ design's promises (``lab.design.Promises``):
   (``CUT``, matched one get to ``per_get`` messages);
 - a redelivery (a delivery after the message's previous one, releases left out): the
   previous delivery's lease ran out unacknowledged, its consumer's connection broke before
-  it was acknowledged (a design that hands such reads back), or an allowance's fault —
+  it was acknowledged (a design that hands such reads back: a failed read of that consumer's,
+  or a server's restart, shows it), or an allowance's fault —
   a crash that undid the removal within its window, a fault in force in between;
 - an overtaken message (``lab.judge.order``): an allowance's fault while it waited, a get whose
   reply never came (``CUT``), or a consumer's connection that broke (``CLOSED``) meanwhile.
@@ -30,23 +31,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lab.history.phases import HEAL, START, fault_events
 from lab.history.record import FAULT_OP, MEASURED_PHASES, mask
-from lab.design.promises import CLOSED, CUT, DEGRADED, HOLDERS, IN_FORCE, Allowance, Promises
+from lab.design.promises import CLOSED, CUT, HOLDERS, Allowance, Promises
+from lab.judge.fault_scopes import NEVER, Fault, before_it, faults_of, hurt, plus, under
 from lab.judge.findings import DUPLICATED, Cause, Explanation
-
-NEVER = np.iinfo(np.int64).max
-
-
-@dataclass(frozen=True)
-class Fault:
-    """One fault of the run, from its start and heal rows."""
-
-    kind: str
-    nodes: frozenset[str]
-    start: int  # ns
-    heal: int  # ns; NEVER if it never healed
-
+from lab.workloads.faults import RESTARTING  # each closes every connection to the servers it stops
 
 @dataclass
 class Attribution:
@@ -54,13 +43,6 @@ class Attribution:
     explained: Counter[Explanation] = field(default_factory=Counter)
     #: per anomaly, the codes of messages nothing explains
     unexplained: dict[str, list[int]] = field(default_factory=dict)
-
-
-def faults_of(samples: pa.Table) -> list[Fault]:
-    """The run's faults, each with its start and heal (``lab.history.phases`` rows)."""
-    events = fault_events(samples)
-    heals = {e.number: e.t_ns for e in events if e.event == HEAL}
-    return [Fault(e.kind, frozenset(e.nodes), e.t_ns, heals.get(e.number, NEVER)) for e in events if e.event == START]
 
 
 @dataclass
@@ -114,7 +96,7 @@ def attribute(samples: pa.Table, codes: np.ndarray, promises: Promises, *, lost:
     for code in np.flatnonzero(lost).tolist():
         m = messages[code]
         why = next((w for a in allowances["lost"] if a.scope != CUT
-                    for w in [_hurt(a, faults, clients, m.put_start, m.put_end, NEVER)] if w), None)
+                    for w in [hurt(a, faults, clients, m.put_start, m.put_end, NEVER)] if w), None)
         if why is None and any(a.scope == CUT for a in allowances["lost"]):
             waiting_for_cut.append(code)
         else:
@@ -150,89 +132,10 @@ def attribute(samples: pa.Table, codes: np.ndarray, promises: Promises, *, lost:
                         for w in [_cut(a) if a.scope == CUT and _cut_between(cuts, m.queue, m.put_start, until)
                                   else _closed(a) if a.scope == CLOSED
                                   and _cut_between(reads_broke, None, m.put_start, until)
-                                  else _hurt(a, faults, clients, m.put_start, m.put_start, until)
+                                  else hurt(a, faults, clients, m.put_start, m.put_start, until)
                                   if a.scope not in (CUT, CLOSED) else None] if w), None)
             explain("reordered", code, why, int(overtaken[code]))
     return result
-
-
-# ----------------------------------------------------------------------------- faults
-
-
-def _hurt(a: Allowance, faults: list[Fault], clients: set[str], made: int, synced_from: int,
-          until: int) -> Explanation | None:
-    """Allowance ``a``'s explanation if one of its faults could have hurt a message written
-    at ``made`` (the write acknowledged at ``synced_from``), up to ``until``; else None."""
-    if a.scope == IN_FORCE:
-        for f in faults:
-            if a.covers(f.kind) and f.start <= until and _plus(f.heal, a.grace_s) >= made:
-                before = _before(a, faults, f)
-                if before is not None:
-                    return _under(before + (f.kind,), a)
-        return None
-    if a.scope == HOLDERS:
-        struck: set[str] = set()
-        kinds: list[str] = []
-        firsts: list[str] = []
-        window = None if a.window_s is None else round(a.window_s * 1e9)
-        for f in faults:
-            servers = f.nodes - clients
-            if (a.covers(f.kind) and servers and made <= f.start <= until
-                    and (window is None or f.start - synced_from <= window)):
-                before = _before(a, faults, f)
-                if before is None:
-                    continue
-                struck |= servers
-                kinds.append(f.kind)
-                firsts += before
-        if len(struck) >= a.copies:
-            return _under(tuple(sorted(set(firsts))) + tuple(sorted(set(kinds))), a)
-        return None
-    if a.scope == DEGRADED:
-        return _degraded(a, faults, clients, made, synced_from, until)
-    return None
-
-
-def _before(a: Allowance, faults: list[Fault], f: Fault) -> tuple[str, ...] | None:
-    """For an ordered combination (``a.after``), the kind of a fault in force when ``f``
-    began — () when ``a`` orders nothing; None when nothing of ``a.after`` was in force then."""
-    if not a.after:
-        return ()
-    for g in faults:
-        if g is not f and g.kind in a.after and g.start <= f.start <= _plus(g.heal, a.grace_s):
-            return (g.kind,)
-    return None
-
-
-def _degraded(a: Allowance, faults: list[Fault], clients: set[str], put_start: int, put_end: int,
-              until: int) -> Explanation | None:
-    """A degraded acknowledgement: while the put was acknowledged (``put_start`` to
-    ``put_end``) a fault of ``a.after`` had taken out server nodes, and afterwards, up to
-    ``until``, faults of ``a``'s kinds struck ``a.copies`` of the server nodes it had not."""
-    for g in faults:
-        taken = g.nodes - clients
-        # in force at some instant of the put; a heal is not followed by grace here: once healed,
-        # the copies exist again, and a put acknowledged after that had all of them
-        if g.kind not in a.after or not taken or not (g.start <= put_end and g.heal >= put_start):
-            continue
-        struck: set[str] = set()
-        kinds: list[str] = []
-        for f in faults:
-            left = (f.nodes - clients) - taken
-            if f is not g and a.covers(f.kind) and left and put_start <= f.start <= until:
-                struck |= left
-                kinds.append(f.kind)
-        if len(struck) >= a.copies:
-            return _under((g.kind,) + tuple(sorted(set(kinds))), a)
-    return None
-
-
-def _plus(t: int, seconds: float) -> int:
-    return NEVER if t == NEVER else t + round(seconds * 1e9)
-
-
-def _under(kinds: tuple[str, ...], a: Allowance) -> Explanation:
-    return Explanation(a.anomaly, Cause.FAULT, kinds, a.why)
 
 
 def _cut(a: Allowance) -> Explanation:
@@ -341,12 +244,19 @@ def _redelivery(promises: Promises, allowances: list[Allowance], faults: list[Fa
             i = np.searchsorted(failures, previous.start, side="left")
             if i < len(failures) and failures[i] <= again.end:
                 return Explanation(DUPLICATED, Cause.HANDED_BACK)
+        # A server's restart breaks every connection to it, whether or not the consumer
+        # noticed: one that was working on the message and acknowledged it only on a new
+        # connection afterwards (an ack of a read the server no longer knows can succeed)
+        # met no failure, and the read was handed back all the same.
+        if any(f.kind in RESTARTING and f.nodes - clients and previous.start <= f.start <= again.end
+               for f in faults):
+            return Explanation(DUPLICATED, Cause.HANDED_BACK)
     for a in allowances:
         if a.scope == CUT:
             if _cut_between(cuts, m.queue, previous.start, again.end):
                 return _cut(a)
         elif a.scope == HOLDERS:
-            why = _hurt(a, faults, clients, previous.start, previous.end, again.start)
+            why = hurt(a, faults, clients, previous.start, previous.end, again.start)
             if why:
                 return why
         else:
@@ -366,12 +276,12 @@ def _in_force_between(a: Allowance, faults: list[Fault], previous: _Op, again: _
     keeps messages in flight past its heal by as long as its delay, which the history's fault
     rows do not hold.)"""
     settled = min((t for t in acked if t <= again.start), default=None)
-    until = again.end if settled is None else min(again.end, _plus(settled, a.grace_s))
+    until = again.end if settled is None else min(again.end, plus(settled, a.grace_s))
     for f in faults:
-        if a.covers(f.kind) and f.start <= until and _plus(f.heal, a.grace_s) >= previous.start:
-            before = _before(a, faults, f)
+        if a.covers(f.kind) and f.start <= until and plus(f.heal, a.grace_s) >= previous.start:
+            before = before_it(a, faults, f)
             if before is not None:
-                return _under(before + (f.kind,), a)
+                return under(before + (f.kind,), a)
     return None
 
 

@@ -25,7 +25,8 @@ import pyarrow as pa
 from lab.design.promises import NO_ORDER, FIFO_PER_CONSUMER, Promises
 from lab.history.record import FAULT_OP, mask, message_codes, read_samples
 from lab.judge import words
-from lab.judge.attribution import Fault, attribute, faults_of
+from lab.judge.attribution import attribute
+from lab.judge.fault_scopes import Fault, faults_of
 from lab.judge.checker import tallies
 from lab.judge.findings import Explanation
 from lab.judge.order import check_order

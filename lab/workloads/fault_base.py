@@ -137,6 +137,9 @@ class Fault:
     #: it hits a node's process or machine, not its links: the live world applies it to
     #: server processes only, and refuses a target that may fall on a client
     hits_process: ClassVar[bool] = True
+    #: its start stops the nodes' processes (every connection to them closes) and its heal
+    #: restarts them, so their recovery runs (``lab.workloads.faults.RESTARTING``)
+    restarts: ClassVar[bool] = False
 
     fault: str = field(init=False, default="")  # the kind, as the entry names it (manifests show it)
     at: float  # seconds from the start of the run; with ``at_to``, the start of a range

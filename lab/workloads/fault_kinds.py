@@ -39,6 +39,7 @@ class Crash(Fault):
     the same disk when it heals."""
 
     kind: ClassVar[str] = "crash"
+    restarts: ClassVar[bool] = True
     tear: bool = own_field(False, "a random prefix of each file's unsynced tail survives the crash")
 
     @classmethod
@@ -60,6 +61,7 @@ class Kill(Fault):
     wrote and did not fsync survives in the page cache. They restart when it heals."""
 
     kind: ClassVar[str] = "kill"
+    restarts: ClassVar[bool] = True
 
     def start(self, world: FaultWorld, placement: Placement, rt: Runtime) -> Heal:
         for node in placement.nodes:
@@ -437,6 +439,7 @@ class DiskLoss(Fault):
     fault rows name the nodes (``lab.history.phases``): which disks were lost, and when."""
 
     kind: ClassVar[str] = "disk-loss"
+    restarts: ClassVar[bool] = True
 
     def start(self, world: FaultWorld, placement: Placement, rt: Runtime) -> Heal:
         for node in placement.nodes:

@@ -41,6 +41,8 @@ from lab.workloads.fault_kinds import (Crash, DiskDelay, DiskLoss, Gc, Kill, Lat
 #: Every kind by the name an entry gives it, in the order errors and swarms list them.
 REGISTRY: dict[str, type[Fault]] = {cls.kind: cls for cls in (Pause, Crash, Kill, Partition, LinkDelay, Loss, DiskDelay,
                                                                Gc, LateWrites, DiskLoss)}
+#: the kinds that stop their nodes' processes and restart them at the heal
+RESTARTING: frozenset[str] = frozenset(kind for kind, cls in REGISTRY.items() if cls.restarts)
 
 
 def parse_fault(entry: Any) -> Fault:

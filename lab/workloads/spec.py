@@ -14,6 +14,9 @@
     ack: auto                  # auto: a get removes the message; reliable: get, then ack
     warmup: 1                  # seconds at the start whose samples are marked "warmup"
     consumer_delay: 0          # seconds after the start before the consumers begin: a backlog builds
+    clients: {}                # one client's own start, stop, rate, size, queue(s), pace, pauses
+                               # (lab.workloads.clients: p1: {start: 0.8}, c0: {work_ms: 40})
+    timeout: 1                 # seconds the clients wait for a reply (default: the design's option)
     seed: 42                   # the run's seed (the CLI's --seed overrides it)
     faults: []                 # a fault schedule: entries as lab.workloads.faults describes them (an
                                # entry's `at` may be a range [from, to], drawn per seed)
@@ -48,6 +51,7 @@ from typing import Any, TypeGuard
 
 import yaml
 
+from lab.workloads.clients import ClientPlan, parse_clients
 from lab.workloads.errors import WorkloadError
 from lab.workloads.fault_base import Fault, FieldError
 from lab.workloads.faults import parse_fault
@@ -77,6 +81,10 @@ class Workload:
     ack: str = "auto"
     warmup: float = 0.0
     consumer_delay: float = 0.0
+    #: what one client does differently from the rest, by node name (``lab.workloads.clients``)
+    clients: dict[str, ClientPlan] = field(default_factory=dict)
+    #: the clients' reply timeout in seconds: the design's ``timeout`` option unless the run sets it
+    timeout: float | None = None
     seed: int = 0
     faults: tuple[FaultSpec, ...] = ()
     #: seconds after the last heal within which every message acknowledged before it is to
@@ -110,7 +118,8 @@ class Workload:
         changes: dict[str, Any] = {
             "warmup": self.warmup * factor,
             "faults": tuple(replace(f, at=f.at * factor, duration=f.duration * factor,
-                                    at_to=None if f.at_to is None else f.at_to * factor) for f in self.faults)}
+                                    at_to=None if f.at_to is None else f.at_to * factor) for f in self.faults),
+            "clients": {name: plan.scaled(factor) for name, plan in self.clients.items()}}
         if self.duration is not None:
             changes["duration"] = self.duration * factor
         elif self.messages is not None:
@@ -256,12 +265,17 @@ def parse_workload(data: Any, source: str = "<workload>") -> Workload:
         ack=ack,
         warmup=number("warmup", 0),
         consumer_delay=number("consumer_delay", 0),
+        timeout=optional_number("timeout", 0, positive=True),
         seed=seed,
         faults=_parse_faults(data.get("faults") or [], fail),
         recover_within=optional_number("recover_within", 0, positive=True),
         sim=dict(sim),
         source=source,
     )
+    clients = parse_clients(data.get("clients"), workload.producers, workload.consumers, workload.queues,
+                            workload.load_seconds, fail)
+    if clients:
+        workload = dataclasses.replace(workload, clients=clients)
     if workload.sim:
         try:
             from models.config import SimConfig

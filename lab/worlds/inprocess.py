@@ -304,6 +304,7 @@ class InProcessConnection:
     def __init__(self, world: InProcessWorld, node: str, port: str):
         self.world, self.node, self.port = world, node, port
         self.accepted: _Accepted | None = None
+        self.broken = False  # the server closed it since it was last opened
 
     async def exchange(self, data: bytes, receive: Callable[[bytes], T | None], timeout: float) -> T:
         server = self.world.nets.get(self.node)
@@ -311,6 +312,7 @@ class InProcessConnection:
             raise Unreachable(f"{self.node}:{self.port}: nothing listens there")
         if self.accepted is None or self.accepted.closed:
             self.accepted = _Accepted(server.ports[self.port]())
+            self.broken = False
         accepted = self.accepted
         task = asyncio.get_running_loop().create_task(self.world.stream(self.node, accepted, data))
         try:
@@ -324,6 +326,7 @@ class InProcessConnection:
             raise
         if closed:
             self.accepted = None
+            self.broken = True
         reply = receive(out) if out else None
         if reply is None:
             raise ConnectionLost(f"{self.node}:{self.port} closed the connection before the reply")

@@ -50,7 +50,9 @@ class QueuefkaClient(QueueClient):
     Kafka consumer does; each delivery's token is the address after its record and the
     broker's epoch when it was fetched, so an ack commits exactly up to it — or is refused
     if the broker restarted since. The records it holds are leased to its connection: when
-    that breaks, or a commit is refused, it drops them (the broker hands them out again)."""
+    that breaks (a request of its own fails, or the connection is found ``broken`` before a
+    held record is handed out), or a commit is refused, it drops them (the broker hands them
+    out again)."""
 
     def __init__(self, rt: Runtime, conn: Connection, reliable: bool, timeout: float, prefetch: int):
         self.rt, self.conn, self.timeout = rt, conn, timeout
@@ -72,6 +74,11 @@ class QueuefkaClient(QueueClient):
             wait -= pause
 
     async def get(self, queue: str, wait: float) -> Delivery | None:
+        if self._buffered and self.conn.broken:
+            # The connection they were leased to broke while this client held them (a consumer
+            # pausing across the broker's restart): the broker hands them out again, maybe to
+            # another consumer already. Handing them out here as well would deliver them twice.
+            self._buffered.clear()
         buffered = self._buffered.get(queue)
         if not buffered:
             fetched = await self._fetch(queue, wait)

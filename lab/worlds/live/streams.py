@@ -240,6 +240,10 @@ class LiveConnection:
         self.name = name
         self._protocol: _Reply | None = None
 
+    @property
+    def broken(self) -> bool:
+        return self._protocol is not None and self._protocol.lost
+
     async def exchange(self, data: bytes, receive: Callable[[bytes], T | None], timeout: float) -> T:
         loop = asyncio.get_running_loop()
         protocol = self._protocol

@@ -15,7 +15,9 @@ A crash that loses the log's unsynced tail can leave a group committed past the 
 end. Addresses are byte positions, so the log writes its next records at those addresses
 again: on recovery such a commit is cut back to the end (``clamp_commits``, before
 anything is appended; a ``Consumer`` does the same when it opens), else the records
-written there after the restart would be skipped.
+written there after the restart would be skipped. So is a commit's handed-out mark past
+the end (its address may be below it, held back by a reader that never acknowledged):
+records handed out there are gone, and the new ones at those addresses were not.
 
 Delivery modes: **at-least-once** — ``poll`` hands records out, the caller commits after
 processing, and a crash before the commit redelivers them; **at-most-once** — ``poll``
@@ -162,17 +164,34 @@ def log_end(store: Store) -> int:
 
 
 def clamp_commits(store: Store, end: int) -> dict[str, int]:
-    """Commit at ``end`` every group committed past it (fsync requested): for a log
-    recovered to ``end`` after a crash lost its tail, before anything is appended there.
-    The groups cut back, with the commit each had."""
+    """Cut back to ``end`` every group's commit that reaches past it (fsync requested): for
+    a log recovered to ``end`` after a crash lost its tail, before anything is appended
+    there. The address, and as well how far it says records were handed out and the
+    unacknowledged ranges. The groups cut back, with the commit address each had."""
     clamped = {}
     for name in store.names():
         if name.endswith(GROUP_SUFFIX):
-            offset = CommittedOffset(store, name[: -len(GROUP_SUFFIX)])
+            group = name[: -len(GROUP_SUFFIX)]
+            offset = CommittedOffset(store, group)
             if offset.address > end:
-                clamped[name[: -len(GROUP_SUFFIX)]] = offset.address
-                _warn_past_end(store, name[: -len(GROUP_SUFFIX)], offset.address, end)
+                clamped[group] = offset.address
+                _warn_past_end(store, group, offset.address, end)
                 offset.commit(end)
+            elif offset.handed is not None and offset.handed > end:
+                # Committed at or below the end, but handed out past it: a reader's
+                # unacknowledged records held the offset back while the others read on
+                # into the tail the crash lost (swarm seed 186, fsync=never). The records
+                # written from ``end`` on after the restart reuse those addresses, and
+                # none of them was handed out: left at its old mark, the restored group
+                # took them for handed out and acknowledged (all but those falling in an
+                # old unacknowledged range) and skipped them. Handed out up to ``end``
+                # only, the ranges clipped there: the lost records' leases are gone with them.
+                clamped[group] = offset.address
+                log.warning("%s: group %s handed out records up to %d, past the end of the log (%d), which "
+                            "lost a tail it had not fsynced (a crash): handed out up to the end only",
+                            store.location, group, offset.handed, end)
+                pending = [(s, min(e, end)) for s, e in offset.pending if s < min(e, end)]
+                offset.commit(offset.address, end, pending)
             offset.close()
     return clamped
 

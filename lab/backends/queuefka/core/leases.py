@@ -51,7 +51,9 @@ def restore(state: GroupState, writer: Writer) -> None:
     """A group's state from before a restart, as its last commit recorded it: records
     handed out up to ``handed``, of which ``pending`` were not acknowledged. Those are
     handed out again first (their readers are gone); the acknowledged ones never. A
-    crash that lost the log's unsynced tail cuts both back to where the log ends now."""
+    crash that lost the log's unsynced tail cut both back to where the log recovered to
+    (``clamp_commits``, at the topic's opening: the log may have grown since, at the lost
+    tail's addresses, so the log's end now is no bound for them)."""
     offset, consumer = state.consumer.offset, state.consumer
     if offset.handed is None:
         return
