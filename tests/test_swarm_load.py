@@ -130,7 +130,7 @@ def test_a_seed_switches_whole_fault_kinds_off():
 def test_sequences_time_faults_against_earlier_faults_and_the_load():
     notes = Counter()
     for workload in draws(300).values():
-        timed = workload["description"].partition("; timed: ")[2]
+        timed = workload["description"].partition("; timed: ")[2].partition("; deaths: ")[0]
         for note in filter(None, timed.split("; ")):
             line, _, why = note.partition(": ")
             entry = next(e for e in workload["faults"] if swarm_draw.fault_line(e) == line)

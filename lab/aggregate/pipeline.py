@@ -57,7 +57,7 @@ from lab.aggregate.histograms import KEYS, QUANTILES, THROUGHPUT, ZERO_BUCKET, f
 from lab.aggregate.runs import Samples, load_samples, run_manifests
 from lab.judge.findings import Counts, explanations_from_manifest
 from lab.judge.verdict import RunFacts, judge_run
-from lab.history.record import FAULT_OP, LOG_GAMMA, OPS, OUTCOMES, PHASES
+from lab.history.record import FAULT_OP, HANDING_BACK, LOG_GAMMA, OPS, OUTCOMES, PHASES
 
 SUMMARY_COLUMNS = ["run_id", "backend", "world", "scenario", "op", "phase", "count", "ok", "fail", "info", "bytes",
                    *QUANTILES, "max_ns", *THROUGHPUT, "ok_rate", "fail_rate", "info_rate"]
@@ -174,7 +174,7 @@ def messages_pass(samples: Samples, exact: bool = False,
     """
     op, ok = F.col("op"), F.col("outcome") == "ok"
     # a release that failed (``fail``: it did not happen) hands nothing back, as in the checker
-    is_put, is_get, is_release = op == "put", (op == "get") & ok, (op == "release") & (F.col("outcome") != "fail")
+    is_put, is_get, is_release = op == "put", (op == "get") & ok, op.isin(*HANDING_BACK) & (F.col("outcome") != "fail")
     phase = F.array_position(F.array(*map(F.lit, PHASES)), F.col("phase"))
     if exact:
         keys, check = [F.col("run").alias("exact_run"), F.col("msg_id").alias("message")], F.lit(0)

@@ -140,6 +140,11 @@ class Promises:
     #: fault kinds the options themselves inject, in force the whole run (a simulated store's late writes)
     injected: tuple[str, ...] = ()
 
+    @property
+    def brings_back(self) -> bool:
+        """Whether an unacknowledged delivery ever comes back on its own (a dead consumer's)."""
+        return self.lease_s is not None or self.hands_back_on_close
+
     def __post_init__(self) -> None:
         if self.delivery not in DELIVERIES:
             raise ValueError(f"{self.by}: delivery {self.delivery!r} is not one of {', '.join(DELIVERIES)}")

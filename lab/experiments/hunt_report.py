@@ -14,7 +14,7 @@ from lab.judge.findings import Verdict
 from lab.experiments.swarm_worker import ERROR, SeedRun
 
 
-class _Hunt(Protocol):  # lab.experiments.hunt.Hunt, read only (the hunt calls this room)
+class HuntView(Protocol):  # lab.experiments.hunt.Hunt, read only (the hunt calls this room)
     @property
     def mutant(self) -> Mutant: ...
     @property
@@ -44,7 +44,7 @@ class HuntResult(Protocol):  # lab.experiments.hunt.HuntResult, read only
     @property
     def seeds(self) -> int: ...
     @property
-    def hunts(self) -> Sequence[_Hunt]: ...
+    def hunts(self) -> Sequence[HuntView]: ...
     @property
     def controls(self) -> dict[str, SeedRun]: ...
     @property

@@ -27,6 +27,7 @@ from lab.design.promises import Promises
 from lab.design.registry import CONTROL, backend_class
 from lab.design.service import ServiceModel, ServiceModelError
 from lab.judge.verdict import RunFacts
+from lab.workloads.clients import refuse_deaths
 from lab.workloads.errors import WorkloadError
 from lab.workloads.spec import Workload
 
@@ -123,8 +124,10 @@ class RunSpec:
         if calibration is not None and world != "sim":  # asked for: a mistake (a workload's sim block is the sim's)
             raise WorkloadError("a calibration sets the sim world's CPU model; the live world has a real CPU")
         asked = calibration if calibration is not None else workload.sim.get("calibration")
-        return cls(workload, design, checked, design.promises(checked, workload.reliable), world,
-                   Calibration.resolve(design, checked, world, asked))
+        promises = design.promises(checked, workload.reliable)
+        if (why := refuse_deaths(workload.clients, workload.reliable, promises.brings_back, promises.by)) is not None:
+            raise WorkloadError(f"{workload.source}: field 'clients': {why}")
+        return cls(workload, design, checked, promises, world, Calibration.resolve(design, checked, world, asked))
 
     @property
     def backend(self) -> str:

@@ -28,6 +28,7 @@ acknowledged put is still checked for delivery: its gets are all in the drain ph
 
 from __future__ import annotations
 
+import functools
 import secrets
 import shutil
 import time
@@ -238,8 +239,10 @@ async def _main(control: Runtime, world: RunWorld, backend: Backend, workload: W
         plan = workload.clients.get(name, ClientPlan())
         mine = consumer_queues(plan, i, workload.consumers, queues)
         pace = Pace(workload.consumer_delay if plan.start is None else plan.start, plan.work_ms / 1000,
-                    tuple((at(a) or 0, round(seconds * 1e9)) for a, seconds in plan.pauses))
-        consumers.append(rt.spawn(consume(rt, client, name, mine, reliable, recorder, state, pace), name=name))
+                    *(tuple((at(a) or 0, round(seconds * 1e9)) for a, seconds in spans)
+                      for spans in (plan.pauses, plan.dies)))
+        consumers.append(rt.spawn(consume(rt, client, name, mine, reliable, recorder, state, pace,
+                                          renew=functools.partial(backend.client, rt, reliable)), name=name))
 
     bar = _Progress(workload, world.kind, progress) if progress else None
     ticker = control.spawn(_tick(control, bar, state)) if bar is not None else None

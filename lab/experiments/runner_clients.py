@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 from lab.design import message
-from lab.design.backend import Backend, QueueClient
+from lab.design.backend import Backend, Delivery, QueueClient
 from lab.history.record import Measurement, Recorder
 from lab.design.runtime import Runtime
 
@@ -39,6 +39,7 @@ class LoadState:
         self.delivered = 0  # gets that returned a message
         self.last_delivery = t0  # when a consumer last got a message
         self.last_unknown_get: int | None = None  # when a get last ended with an unknown outcome (it may have leased one)
+        self.last_abandon: int | None = None  # when a consumer last died holding a delivery: a lease may hide it
         self.faulted = False  # the run had a fault schedule: the design's recovery may still be under way
         self.recovery_ns = 0  # the design's ``recovery_s``: the drain's shortest quiet before it ends
         self.drain_gave_up = False
@@ -177,25 +178,55 @@ async def produce_open(rt: Runtime, pool: ClientPool, name: str, queue: str, siz
 @dataclass(frozen=True)
 class Pace:
     """How a consumer reads: from ``start`` seconds after the run began, ``work`` seconds
-    between a delivery and its ack, and ``pauses`` ((from, length) in ns on the run's clock)
-    in which it reads nothing and holds what it leased (``lab.workloads.clients``)."""
+    between a delivery and its ack, ``pauses`` ((from, length) in ns on the run's clock)
+    in which it reads nothing and holds what it leased, and ``deaths`` ((at, down) in ns) at
+    which it dies holding what it holds and comes back as a new client (``lab.workloads.clients``)."""
 
     start: float = 0.0
     work: float = 0.0
     pauses: tuple[tuple[int, int], ...] = ()
+    deaths: tuple[tuple[int, int], ...] = ()
 
     def paused_until(self, now: int) -> int | None:
         """The end of the pause ``now`` falls in, or None."""
         return next((begin + length for begin, length in self.pauses if begin <= now < begin + length), None)
 
 
+class _Incarnation:
+    """A consumer's client and the deaths it has still to die (``Pace.deaths``): a death
+    abandons what it holds — recorded, never acknowledged — and closes the client without a
+    word, as a crashed process's sockets close; ``renew`` makes the next incarnation's client."""
+
+    def __init__(self, rt: Runtime, client: QueueClient, renew: Callable[[], QueueClient] | None, pace: Pace):
+        self.rt, self.client, self.renew = rt, client, renew
+        self.deaths = list(pace.deaths)
+
+    def next_death(self) -> int | None:
+        return self.deaths[0][0] if self.deaths and self.renew is not None else None
+
+    async def die(self, recorder: Recorder, name: str, state: LoadState, held: Delivery | None,
+                  msg_id: str | None) -> None:
+        assert self.renew is not None
+        _, down = self.deaths.pop(0)
+        if held is not None:
+            with timed(recorder, self.rt, name, "abandon", held.queue, msg_id=msg_id):
+                pass  # it sent nothing: the row says what it held when it died
+            state.last_abandon = self.rt.now_ns()
+        await self.client.close()
+        await self.rt.sleep(down / 1e9)
+        self.client = self.renew()
+
+
 async def consume(rt: Runtime, client: QueueClient, name: str, queues: list[str], reliable: bool,
-                  recorder: Recorder, state: LoadState, pace: Pace = Pace()) -> None:
+                  recorder: Recorder, state: LoadState, pace: Pace = Pace(),
+                  renew: Callable[[], QueueClient] | None = None) -> None:
     """Get (and ack) until the drain finds every queue empty — an empty get, and no backlog
     where the design can tell one (``QueueClient.backlog``: leased or not yet visible
     messages), once the design's ``recovery_s`` has passed since the last delivery (or get
     that may have leased one) — or gives up: no delivery for ``DRAIN_STALL`` seconds (or
-    ``recovery_s``, if longer), or ``DRAIN_CAP`` in all. Its ``pace`` holds until the drain."""
+    ``recovery_s``, if longer), or ``DRAIN_CAP`` in all. Its ``pace`` holds until the drain;
+    its deaths need ``renew``, which makes the client of its next incarnation."""
+    me = _Incarnation(rt, client, renew, pace)
     empty: set[str] = set()
     drain_start: int | None = None
     await wait_until(rt, state.t0 + round(pace.start * 1e9))  # a late consumer: a backlog builds first
@@ -207,6 +238,9 @@ async def consume(rt: Runtime, client: QueueClient, name: str, queues: list[str]
         if not draining and pace.pauses and (resume := pace.paused_until(rt.now_ns())) is not None:
             await wait_until(rt, resume)
             continue
+        if not draining and (death := me.next_death()) is not None and death <= rt.now_ns():
+            await me.die(recorder, name, state, None, None)  # between operations: it held nothing
+            continue
         if draining:
             now = rt.now_ns()
             drain_start = drain_start or now
@@ -217,7 +251,7 @@ async def consume(rt: Runtime, client: QueueClient, name: str, queues: list[str]
                 break
         delivery = None
         with timed(recorder, rt, name, "get", queue) as get:
-            delivery = await client.get(queue, POLL_WAIT)
+            delivery = await me.client.get(queue, POLL_WAIT)
             if delivery is None:
                 get.fail("empty")
             else:
@@ -232,7 +266,7 @@ async def consume(rt: Runtime, client: QueueClient, name: str, queues: list[str]
                 await rt.sleep(RETRY_PAUSE)  # the get failed: back off
             elif draining:
                 try:
-                    held = await client.backlog(queue)
+                    held = await me.client.backlog(queue)
                 except Exception:  # unknown: ask again at the next empty get
                     held = 1
                 if held:
@@ -247,8 +281,8 @@ async def consume(rt: Runtime, client: QueueClient, name: str, queues: list[str]
                         # has had its time since anything was, or may have been, delivered.
                         # Only a fault or a cut get can leave such a message: a clean run's empty
                         # queues are empty (a live CassieQ run must not idle out its recovery).
-                        causes = [t for t in (drain_start if state.faulted else None, state.last_unknown_get)
-                                  if t is not None]
+                        causes = [t for t in (drain_start if state.faulted else None, state.last_unknown_get,
+                                              state.last_abandon) if t is not None]
                         if not causes or rt.now_ns() - max(*causes, state.last_delivery) >= state.recovery_ns:
                             break
                         await rt.sleep(POLL_WAIT)  # look again now and then meanwhile
@@ -259,8 +293,13 @@ async def consume(rt: Runtime, client: QueueClient, name: str, queues: list[str]
         state.delivered += 1
         state.last_delivery = rt.now_ns()
         if pace.work and not draining:  # the work a message takes: the read stays open meanwhile
+            death = me.next_death()
+            if reliable and death is not None and death < rt.now_ns() + round(pace.work * 1e9):
+                await wait_until(rt, death)  # it dies at its work, holding the message
+                await me.die(recorder, name, state, delivery, get.msg_id)
+                continue
             await rt.sleep(pace.work)
         if reliable:
             with timed(recorder, rt, name, "ack", delivery.queue, msg_id=get.msg_id):
-                await client.ack(delivery)
-    await client.close()
+                await me.client.ack(delivery)
+    await me.client.close()

@@ -5,7 +5,8 @@ the seed, 1..``faults_max`` faults of those left on, each with its target and fi
 ``FIELD_DRAWS``, its start and length inside the load window and clear of its last quarter,
 which stays healed; then sequences timed against earlier faults and the load (a restart
 struck again, a fault just after the clients' timeout ran out, during a late consumer's
-backlog, while reads are held open), each with its reason in the seed's description. A kind
+backlog, while reads are held open), each with its reason in the seed's description; then,
+in some seeds, a consumer that dies holding a read (``swarm_load.draw_deaths``). A kind
 the world applies and ``FIELD_DRAWS`` lacks stops the swarm before anything runs
 (``UndrawableKind``), so a new kind fails its test rather than being skipped in silence. A
 design joins by registering: its server nodes come from its ``Backend``. Also the one-line
@@ -28,7 +29,7 @@ from lab.workloads import faults
 
 from lab.design.options import TIMEOUT
 from lab.design.registry import backend_class
-from lab.experiments.swarm_load import Shape, draw_load, shape_of
+from lab.experiments.swarm_load import Shape, draw_deaths, draw_load, shape_of
 from lab.workloads.fault_base import ROLE_TARGETS, SHAPES, SIDED_SHAPES, Cast, FieldError, draw_time
 from lab.workloads.faults import RESTARTING, parse_fault
 from lab.workloads.errors import WorkloadError
@@ -258,6 +259,14 @@ def _servers_of(backend: str, options: tuple[tuple[str, Any], ...]) -> tuple[str
     return tuple(backend_class(backend)(SimWorld(0), dict(options)).server_nodes)
 
 
+@functools.lru_cache(maxsize=64)
+def _brings_back(backend: str, options: tuple[tuple[str, Any], ...], world: str, reliable: bool) -> bool:
+    """Whether a dead consumer's read comes back under ``backend``'s promises (a consumer may
+    die in the draw only then: ``lab.workloads.clients.refuse_deaths``); plain gets hold none."""
+    design = backend_class(backend)
+    return not reliable or design.promises(design.check_options(dict(options), world), reliable).brings_back
+
+
 def cast_of(backend: str, options: Mapping[str, Any] | None, workload: Mapping[str, Any]) -> Cast:
     clients = [f"p{i}" for i in range(workload.get("producers", 1))]
     clients += [f"c{i}" for i in range(workload.get("consumers", 1))]
@@ -300,8 +309,8 @@ def _plan_words(plan: Mapping[str, Any]) -> list[str]:
     words += [f"on {plan['queue']}"] if "queue" in plan else []
     words += [f"reads {','.join(plan['queues'])}"] if "queues" in plan else []
     words += [f"works {plan['work_ms']:g} ms"] if "work_ms" in plan else []
-    words += [f"pauses {' '.join(f'@{at:g}+{length:g}s' for at, length in plan['pauses'])}"] if "pauses" in plan \
-        else []
+    for key, verb in (("pauses", "pauses"), ("dies", "dies")):
+        words += [f"{verb} {' '.join(f'@{at:g}+{length:g}s' for at, length in plan[key])}"] if key in plan else []
     return words
 
 
@@ -325,7 +334,9 @@ def draw_seed(base: Mapping[str, Any], seed: int, backend: str, options: Mapping
               world: str = "sim", faults_max: int = 3, load: bool = True) -> dict[str, Any]:
     """The workload (a mapping) seed ``seed`` of a swarm over ``base`` runs against
     ``backend`` with ``options``: its load drawn (``lab.experiments.swarm_load``; ``load=False``
-    keeps ``base``'s), then its faults against that load. A pure function of its arguments,
+    keeps ``base``'s), then its faults against that load, then maybe a consumer's deaths
+    against those faults (where the design's promises bring a dead consumer's read back).
+    A pure function of its arguments,
     so the same seed draws the same run everywhere (``lab swarm``, ``lab mutants``' swarm
     trials, the tests)."""
     workload = draw_load(random.Random(f"swarm-load:{seed}"), base) if load else copy.deepcopy(dict(base))
@@ -334,9 +345,17 @@ def draw_seed(base: Mapping[str, Any], seed: int, backend: str, options: Mapping
     shape = replace(shape_of(workload, end), timeout=timeout)
     entries, notes = draw_faults(seed, window_of(end), world_kinds(world), cast_of(backend, options, workload), faults_max,
                                  shape)
+    reliable = parse_workload(dict(workload), workload.get("name", "<workload>")).reliable
+    if load and _brings_back(backend, tuple(sorted((options or {}).items())), world, reliable):
+        strikes = [(e["at"], fault_line(e)) for e in entries if e["fault"] in RESTARTING]
+        deaths = draw_deaths(random.Random(f"swarm-deaths:{seed}"), workload, strikes, window_of(end))
+    else:
+        deaths = []
     drawn = seed_workload(workload, seed, entries)
     if notes:
         drawn["description"] += "; timed: " + "; ".join(notes)
+    if deaths:
+        drawn["description"] += "; deaths: " + "; ".join(deaths)
     return drawn
 
 

@@ -10,6 +10,11 @@ late or stop early at a rate and size of their own, and some consumers that star
 work slowly on each message, pause while holding their reads, or read queues of their own
 (every queue is still read by some consumer). ``Shape`` is what the fault draw times faults
 against: when late consumers begin, when slow ones read.
+
+``draw_deaths`` is drawn after the faults, from a stream of its own (so that no other draw
+of a seed moves): in some seeds a consumer that works a while on each message dies, now and
+then while a server's crash or restart strikes the read it holds, and comes back as a new
+client — the state in which a recovery must hand back reads nobody will acknowledge.
 """
 
 from __future__ import annotations
@@ -27,6 +32,10 @@ RATE = (100, 1500)  # messages/s in all, drawn log-uniform: a run's cost grows w
 SIZE = (16, 4096)  # bytes, log-uniform: past a design's small-memory thresholds sometimes
 DURATION = (2.5, 4.5)  # seconds of load after the warm-up
 TIMEOUT = (0.3, 3.0)  # seconds: shorter and longer than the designs' default of 1 s
+DEATH_P = 0.3  # the chance that a seed with consumers has one that dies
+DEATH_WORK_MS = (20, 300)  # how long a dying consumer works on each message: it dies holding one
+DEATH_DOWN = (0.02, 1.5)  # seconds until the dead consumer is back as a new client
+STRUCK_P = 0.6  # the chance that a death is timed inside a restarting fault's strike on the read held
 
 
 @dataclass(frozen=True)
@@ -111,3 +120,31 @@ def shape_of(workload: Mapping[str, Any], end: float) -> Shape:
     return Shape(end, tuple(c["start"] for c in consumers if c.get("start")),
                  tuple(c.get("start", 0.0) for c in consumers if c.get("work_ms")),
                  workload.get("timeout") or 1.0)
+
+
+def draw_deaths(rng: random.Random, workload: dict[str, Any], strikes: list[tuple[float, str]],
+                window: tuple[float, float]) -> list[str]:
+    """Maybe a consumer of ``workload`` that dies (its plan's ``dies``, set in place), and a
+    note per death: at random in ``window``, or — given ``strikes``, (when, what) of each
+    restarting fault — inside the work on the read it held when one struck."""
+    consumers = workload.get("consumers", 0)
+    if not consumers or rng.random() >= DEATH_P:
+        return []
+    name = f"c{rng.randrange(consumers)}"
+    plan = workload.setdefault("clients", {}).setdefault(name, {})
+    if plan.get("work_ms", 0) < DEATH_WORK_MS[0]:  # so that it is holding a read when it dies
+        plan["work_ms"] = round(_log_uniform(rng, *DEATH_WORK_MS), 1)
+    work = plan["work_ms"] / 1000
+    deaths, notes = [], []
+    for _ in range(rng.randint(1, 2)):
+        down = round(_log_uniform(rng, *DEATH_DOWN), 3)
+        if strikes and rng.random() < STRUCK_P:
+            at, what = rng.choice(strikes)
+            when = round(at + rng.uniform(0, work), 3)
+            notes.append(f"{name} dies @{when:g}s, back {down:g} s later, holding the read {what} struck")
+        else:
+            when = round(rng.uniform(*window), 3)
+            notes.append(f"{name} dies @{when:g}s, back {down:g} s later")
+        deaths.append([when, down])
+    plan["dies"] = sorted(deaths)
+    return notes

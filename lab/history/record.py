@@ -22,7 +22,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-OPS = ("put", "get", "ack", "release")
+OPS = ("put", "get", "ack", "release", "abandon")
+#: ops that hand a delivery back, so that its next delivery is the one that counts: a release
+#: (unless it failed), and an abandon — a consumer that died holding a delivery it never
+#: acknowledged (``lab.workloads.clients``' ``dies``): it sent nothing, and the design's
+#: promise (a lease, or a hand-back when its connection closes) brings the message back
+HANDING_BACK = ("release", "abandon")
 FAULT_OP = "fault"  # a fault's start or heal (lab.history.phases), a row of the history but not an operation
 OUTCOMES = ("ok", "fail", "info")  # info: outcome unknown (timeout), as in Jepsen
 PHASES = ("warmup", "steady", "fault", "heal", "drain")

@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lab.history.record import FAULT_OP, MEASURED_PHASES, mask
+from lab.history.record import FAULT_OP, HANDING_BACK, MEASURED_PHASES, mask
 from lab.design.promises import CLOSED, CUT, HOLDERS, Allowance, Promises
 from lab.judge.fault_scopes import NEVER, Fault, before_it, faults_of, hurt, plus, under
 from lab.judge.findings import DUPLICATED, Cause, Explanation
@@ -238,18 +238,19 @@ def _redelivery(promises: Promises, allowances: list[Allowance], faults: list[Fa
         expiry = previous.start + round(promises.lease_s * 1e9)
         if again.end >= expiry and not any(t < expiry for t in acked):
             return Explanation(DUPLICATED, Cause.LEASE, lease_s=promises.lease_s)
-    if promises.hands_back_on_close and not any(t <= again.start for t in acked):
+    if promises.hands_back_on_close:
         failures = broke.get(previous.client)
-        if failures is not None and len(failures):
+        if failures is not None and len(failures) and not any(t <= again.start for t in acked):
             i = np.searchsorted(failures, previous.start, side="left")
             if i < len(failures) and failures[i] <= again.end:
                 return Explanation(DUPLICATED, Cause.HANDED_BACK)
         # A server's restart breaks every connection to it, whether or not the consumer
         # noticed: one that was working on the message and acknowledged it only on a new
-        # connection afterwards (an ack of a read the server no longer knows can succeed)
-        # met no failure, and the read was handed back all the same.
+        # connection afterwards met no failure, and the read was handed back all the same —
+        # an ack of a read the restarted server no longer knows can succeed, even before the
+        # redelivery, so only an ack that ended before the restart settled it.
         if any(f.kind in RESTARTING and f.nodes - clients and previous.start <= f.start <= again.end
-               for f in faults):
+               and not any(t <= f.start for t in acked) for f in faults):
             return Explanation(DUPLICATED, Cause.HANDED_BACK)
     for a in allowances:
         if a.scope == CUT:
@@ -304,7 +305,7 @@ def _messages(samples: pa.Table, codes: np.ndarray, chosen: np.ndarray) -> dict[
             m.gets.append(_Op(client, start, end, outcome))
         elif op == "ack":
             m.acks.append(_Op(client, start, end, outcome))
-        elif op == "release" and outcome != "fail":
+        elif op in HANDING_BACK and outcome != "fail":
             m.releases.append(_Op(client, start, end, outcome))
     for m in messages.values():
         m.gets.sort(key=lambda g: g.start)

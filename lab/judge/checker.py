@@ -48,7 +48,7 @@ from lab.judge import words
 from lab.judge.attribution import attribute, failed_operations
 from lab.judge.findings import Counts, Explanation, Verdict, explanations_to_list
 from lab.judge.order import Reordering, check_order
-from lab.history.record import mask, message_codes
+from lab.history.record import HANDING_BACK, mask, message_codes
 from lab.design.promises import FIFO_PER_CONSUMER, NO_ORDER, total_queue
 from lab.judge.verdict import Judgement, RunFacts, judge_run
 
@@ -127,7 +127,7 @@ def tallies(samples: pa.Table, codes: np.ndarray, n: int) -> Tallies:
         chosen = codes[rows]
         return np.bincount(chosen[chosen >= 0], minlength=n).astype(np.int32)
 
-    released = counts(mask(samples, "op", "release") & ~mask(samples, "outcome", "fail"))  # a failed one: none
+    released = counts(mask(samples, "op", *HANDING_BACK) & ~mask(samples, "outcome", "fail"))  # a failed one: none
     return Tallies(counts(put), counts(put & ok_outcome), np.maximum(counts(got) - released, 0))  # handed back: not delivered
 
 

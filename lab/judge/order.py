@@ -57,7 +57,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from lab.history.record import mask
+from lab.history.record import HANDING_BACK, mask
 
 PER_QUEUE, PER_CONSUMER = "queue", "consumer"  # what two messages share for their order to count
 _NONE = np.iinfo(np.int64).max  # no such instant (a put never acknowledged)
@@ -111,7 +111,8 @@ def timeline(samples: pa.Table, codes: np.ndarray, n: int, per_consumer: bool = 
     start = samples.column("t_start_ns").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
     latency = samples.column("latency_ns").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
     ok = mask(samples, "outcome", "ok")
-    op = _encode(samples.column("op"), ("put", "get", "release"))
+    op = _encode(samples.column("op"), ("put", "get"))
+    op[mask(samples, "op", *HANDING_BACK)] = 2  # a release, or an abandon: handed back
     op[codes < 0] = -1  # a row with no message (an empty get) is none of them
     op[(op == 2) & mask(samples, "outcome", "fail")] = -1  # a release that failed handed nothing back
     client = _encode(samples.column("client"))

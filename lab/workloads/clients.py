@@ -5,15 +5,23 @@ entry, keyed by the client's node name, changes that for one client:
 
     clients:
       p1: {start: 0.8, stop: 2.0, rate: 300, message_size: 4000, queue: q1}
-      c0: {start: 1.5, work_ms: 40, pauses: [[2.0, 1.2]]}
+      c0: {start: 1.5, work_ms: 40, pauses: [[2.0, 1.2]], dies: [[2.6, 0.3]]}
 
 - a producer ``p<i>``: ``start`` and ``stop`` (seconds from the start of the run: it sends
   from ``start`` until ``stop`` or the end of the load), ``rate`` (its own messages/s; 0 as
   fast as it can), ``message_size`` and ``queue`` (one of ``q0``.. ``q<queues-1>``);
 - a consumer ``c<i>``: ``start`` (instead of ``consumer_delay``), ``work_ms`` (how long it
   works on a message between its get and its ack: a slow consumer keeps reads open),
-  ``pauses`` ([at, seconds] pairs: it stops reading for a while, holding what it leased) and
-  ``queues`` (the queues it reads, instead of its share of them).
+  ``pauses`` ([at, seconds] pairs: it stops reading for a while, holding what it leased),
+  ``dies`` ([at, seconds] pairs: it stops as a crashed process would — the delivery it is
+  working on is never acknowledged, its connections close without a word — and a new
+  incarnation reads on ``seconds`` later) and ``queues`` (the queues it reads, instead of its
+  share of them).
+
+A consumer's death is recorded as an ``abandon`` of what it held (``lab.history.record``):
+the message must come back, by its lease or by the closed connection, and be delivered
+again, or it counts as lost. A design whose promises bring nothing back (no lease, no
+hand-back on close) cannot be given ``dies`` with acknowledged reads: ``refuse_deaths``.
 
 The swarm draws these per seed (``lab.experiments.swarm_draw``); a user writes them to give a
 load a shape of their own. ``parse_clients`` checks a block against the workload's counts.
@@ -28,7 +36,7 @@ from typing import Any, Callable, Mapping
 from lab.workloads.errors import WorkloadError
 
 PRODUCER_FIELDS = ("start", "stop", "rate", "message_size", "queue")
-CONSUMER_FIELDS = ("start", "work_ms", "pauses", "queues")
+CONSUMER_FIELDS = ("start", "work_ms", "pauses", "dies", "queues")
 
 
 @dataclass(frozen=True)
@@ -42,6 +50,7 @@ class ClientPlan:
     queue: str | None = None  # producers
     work_ms: float = 0.0  # consumers
     pauses: tuple[tuple[float, float], ...] = ()  # consumers: (at, seconds)
+    dies: tuple[tuple[float, float], ...] = ()  # consumers: (at, seconds until it is back)
     queues: tuple[str, ...] | None = None  # consumers
 
     def scaled(self, factor: float) -> "ClientPlan":
@@ -50,7 +59,8 @@ class ClientPlan:
             return None if value is None else value * factor
 
         return replace(self, start=times(self.start), stop=times(self.stop),
-                       pauses=tuple((at * factor, seconds * factor) for at, seconds in self.pauses))
+                       pauses=tuple((at * factor, seconds * factor) for at, seconds in self.pauses),
+                       dies=tuple((at * factor, seconds * factor) for at, seconds in self.dies))
 
 
 Fail = Callable[[str, str], WorkloadError]
@@ -137,17 +147,35 @@ def _plan(entry: Mapping[str, Any], role: str, queues: list[str], end: float | N
             raise fail("message_size", f"must be a whole number >= 1, got {size!r}")
         return ClientPlan(start=start, stop=stop, rate=number("rate"), message_size=size,
                           queue=None if entry.get("queue") is None else queue(entry["queue"], "queue"))
-    pauses = entry.get("pauses") or []
-    if not isinstance(pauses, list) or not all(isinstance(p, list) and len(p) == 2 for p in pauses):
-        raise fail("pauses", f"must be a list of [at, seconds] pairs, got {pauses!r}")
-    checked = []
-    for at, seconds in pauses:
-        if not all(not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v >= 0
-                   for v in (at, seconds)):
-            raise fail("pauses", f"[at, seconds] must be numbers >= 0, got {[at, seconds]!r}")
-        checked.append((float(at), float(seconds)))
     read = entry.get("queues")
     if read is not None and (not isinstance(read, list) or not read):
         raise fail("queues", f"must be a non-empty list of queue names, got {read!r}")
-    return ClientPlan(start=start, work_ms=number("work_ms") or 0.0, pauses=tuple(sorted(checked)),
+    return ClientPlan(start=start, work_ms=number("work_ms") or 0.0, pauses=_spans(entry, "pauses", fail),
+                      dies=_spans(entry, "dies", fail),
                       queues=None if read is None else tuple(queue(q, "queues") for q in read))
+
+
+def _spans(entry: Mapping[str, Any], key: str, fail: Fail) -> tuple[tuple[float, float], ...]:
+    """A consumer's ``[at, seconds]`` pairs (``pauses``, ``dies``), checked and in order."""
+    spans = entry.get(key) or []
+    if not isinstance(spans, list) or not all(isinstance(p, list) and len(p) == 2 for p in spans):
+        raise fail(key, f"must be a list of [at, seconds] pairs, got {spans!r}")
+    checked = []
+    for at, seconds in spans:
+        if not all(not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v >= 0
+                   for v in (at, seconds)):
+            raise fail(key, f"[at, seconds] must be numbers >= 0, got {[at, seconds]!r}")
+        checked.append((float(at), float(seconds)))
+    return tuple(sorted(checked))
+
+
+def refuse_deaths(plans: Mapping[str, ClientPlan], reliable: bool, brings_back: bool, by: str) -> str | None:
+    """Why a load whose consumers die (``dies``) cannot run against a design, or None: with
+    acknowledged reads, a dead consumer's delivery must come back for the run to say
+    anything, and ``by`` (the promises' holder) promises no way back (``brings_back``)."""
+    dying = sorted(name for name, plan in plans.items() if plan.dies)
+    if dying and reliable and not brings_back:
+        return (f"clients {', '.join(dying)} die holding reads, but {by} hands an unacknowledged delivery back "
+                "neither after a lease nor when its connection closes: what a dead consumer held would stay "
+                "with it (give the design an option set that leases, or drop `dies`)")
+    return None

@@ -4,8 +4,9 @@ caught (**killed**), the kill rate among the differing, and each survivor with i
 whether it differed or is likely equivalent; ``generated.md`` and ``generated.csv`` (one row
 per generated site) in the hunt's folder.
 
-It reads a finished hunt (``lab.experiments.hunt.HuntResult``) through the few fields below,
-written as protocols: the hunt calls this room, so this room does not import the hunt.
+It reads a finished hunt (``lab.experiments.hunt.HuntResult``) through the hunt report's
+protocol (``lab.experiments.hunt_report.HuntResult``) and the two fields a generated hunt adds:
+the hunt calls this room, so this room does not import the hunt.
 """
 
 from __future__ import annotations
@@ -13,49 +14,22 @@ from __future__ import annotations
 import csv
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Mapping, Protocol, Sequence
 
-from lab.design.mutants import Mutant
 from lab.experiments.generated import compare
 from lab.experiments.generated.plan import Plan
 from lab.experiments.generated.sites import Site
-from lab.experiments.swarm_worker import SeedRun
+from lab.experiments.hunt_report import HuntResult
 
 COLUMNS = ("design", "mutant", "where", "operator", "change", "status", "runs", "differing_runs", "caught_by",
            "verdicts", "why_not_planted")
 
 
-class _Hunt(Protocol):  # lab.experiments.hunt.Hunt, read only
-    @property
-    def mutant(self) -> Mutant: ...
-    @property
-    def runs(self) -> Sequence[tuple[Any, SeedRun]]: ...  # (its Trial, the run)
-    @property
-    def caught(self) -> tuple[Any, SeedRun] | None: ...
-    @property
-    def out_of_budget(self) -> bool: ...
-
-
-class _Result(Protocol):  # lab.experiments.hunt.HuntResult, read only
-    @property
-    def directory(self) -> Path: ...
-    @property
-    def seeds(self) -> int: ...
-    @property
-    def hunts(self) -> Sequence[_Hunt]: ...
-    @property
-    def controls(self) -> Mapping[str, SeedRun]: ...
+class _Result(HuntResult, Protocol):  # lab.experiments.hunt.HuntResult, read only: a generated hunt's too
     @property
     def control_keys(self) -> Mapping[str, list[str]]: ...
     @property
     def generated(self) -> Plan | None: ...
-    @property
-    def wall_seconds(self) -> float: ...
-    @property
-    def interrupted(self) -> bool: ...
-    @property
-    def false_alarms(self) -> list[SeedRun]: ...
 
 
 @dataclass(frozen=True)
