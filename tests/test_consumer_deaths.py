@@ -8,6 +8,8 @@ swarm had left alive) loses the dead consumer's message, and the lab says INVALI
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from lab.experiments import swarm
@@ -15,7 +17,7 @@ from lab.experiments.planting import plant
 from lab.experiments.runner import run
 from lab.history.record import read_samples
 from lab.workloads.errors import WorkloadError
-from lab.workloads.spec import parse_workload
+from lab.workloads.spec import load_workload, parse_workload
 
 pytestmark = pytest.mark.usefixtures("results")
 
@@ -74,6 +76,16 @@ def test_an_ack_on_a_new_connection_after_a_restart_settles_nothing_the_restart_
     result = run(parse_workload(dying(None)), "kestrel", seed=1, out=tmp_path / "r", progress=False, options=ALWAYS)
     assert result.check.verdict == "valid", result.check.line()
     assert result.check.counts.duplicated == 1 and "handed back" in result.check.line()
+
+
+def test_a_death_is_a_broken_connection_for_the_order_check_too(tmp_path):
+    # Queuefka hands a broken reader's prefetched batch out again behind later records: a dead
+    # consumer's connection broke as a failed get's does (16 inversions called INVALID, seed 172)
+    workload = load_workload(Path(__file__).parent / "data" / "queuefka-dying-consumer.yaml")
+    result = run(workload, "queuefka", out=tmp_path / "r", progress=False, options={"fsync": "always"})
+    assert result.check.counts.inversions > 0 and result.check.verdict == "allowed", result.check.line()
+    assert "connection broke" in result.check.line()
+    assert any(r["op"] == "abandon" for r in read_samples(result.run_dir).to_pylist())
 
 
 def test_deaths_are_refused_where_nothing_brings_a_read_back(tmp_path):

@@ -60,7 +60,7 @@ def send_gaps(rt: Runtime, rate: float, arrivals: str) -> Iterator[int] | None:
     return itertools.repeat(round(1e9 / rate))
 
 
-def timed(recorder: Recorder, rt: Runtime, client: str, op: str, queue: str, *, msg_id: str | None = None,
+def timed(recorder: Recorder, rt: Runtime, client: str, op: str, queue: str | None, *, msg_id: str | None = None,
           delay_ns: int | None = None) -> Measurement:
     """``with timed(...) as m: await ...``: one operation of ``client`` on node ``rt``, timed on
     its clock and recorded when the block ends (``Recorder.measure``): ok if the block returns,
@@ -208,10 +208,11 @@ class _Incarnation:
                   msg_id: str | None) -> None:
         assert self.renew is not None
         _, down = self.deaths.pop(0)
-        if held is not None:
-            with timed(recorder, self.rt, name, "abandon", held.queue, msg_id=msg_id):
-                pass  # it sent nothing: the row says what it held when it died
-            state.last_abandon = self.rt.now_ns()
+        # it sent nothing: the row says when it died and what delivery it held (none between
+        # operations), for the judge — its client may have held more (a prefetched batch)
+        with timed(recorder, self.rt, name, "abandon", held.queue if held is not None else None, msg_id=msg_id):
+            pass
+        state.last_abandon = self.rt.now_ns()
         await self.client.close()
         await self.rt.sleep(down / 1e9)
         self.client = self.renew()

@@ -26,7 +26,8 @@ OPS = ("put", "get", "ack", "release", "abandon")
 #: ops that hand a delivery back, so that its next delivery is the one that counts: a release
 #: (unless it failed), and an abandon — a consumer that died holding a delivery it never
 #: acknowledged (``lab.workloads.clients``' ``dies``): it sent nothing, and the design's
-#: promise (a lease, or a hand-back when its connection closes) brings the message back
+#: promise (a lease, or a hand-back when its connection closes) brings the message back. A
+#: death between operations is an abandon without a message: its connection closed all the same
 HANDING_BACK = ("release", "abandon")
 FAULT_OP = "fault"  # a fault's start or heal (lab.history.phases), a row of the history but not an operation
 OUTCOMES = ("ok", "fail", "info")  # info: outcome unknown (timeout), as in Jepsen
@@ -93,7 +94,7 @@ class Recorder:
         self._writer: pa.ipc.RecordBatchStreamWriter | None = None
         self._sink: Any = None
 
-    def measure(self, clock: Callable[[], int], node: str, client: str, op: str, queue: str,
+    def measure(self, clock: Callable[[], int], node: str, client: str, op: str, queue: str | None,
                 msg_id: str | None = None, nbytes: int = 0, delay_ns: int | None = None) -> "Measurement":
         """``with recorder.measure(rt.now_ns, ...) as m: await ...`` records one sample when
         the block ends: ok if it returns, ``m.fail(why)`` for a definite failure found in a
@@ -191,7 +192,7 @@ class Measurement:
     __slots__ = ("recorder", "clock", "node", "client", "op", "queue", "msg_id", "bytes", "delay_ns",
                  "start_ns", "end_ns", "outcome", "error")
 
-    def __init__(self, recorder: Recorder, clock: Callable[[], int], node: str, client: str, op: str, queue: str,
+    def __init__(self, recorder: Recorder, clock: Callable[[], int], node: str, client: str, op: str, queue: str | None,
                  msg_id: str | None, nbytes: int, delay_ns: int | None):
         self.recorder, self.clock = recorder, clock
         self.node, self.client, self.op, self.queue = node, client, op, queue

@@ -194,11 +194,13 @@ def _match_cut_gets(a: Allowance, lost: list[_Message], cuts: dict[str | None, n
 
 
 def _broken_reads(samples: pa.Table) -> dict[str | None, np.ndarray]:
-    """The gets, acks and releases that failed or timed out (not empty gets), any client's,
-    as ``_cut_gets`` gives them under the key None: where a consumer's connection broke,
-    and what it had fetched went back to the design (a producer's failed put hands back nothing)."""
+    """The gets, acks and releases that failed or timed out (not empty gets), and the deaths
+    of consumers (``abandon``), any client's, as ``_cut_gets`` gives them under the key None:
+    where a consumer's connection broke, and what it had fetched went back to the design (a
+    producer's failed put hands back nothing)."""
     bad = ~mask(samples, "outcome", "ok") & mask(samples, "op", "get", "ack", "release")
     bad &= ~mask(samples, "error", "empty")
+    bad |= mask(samples, "op", "abandon")
     rows = samples.filter(pa.array(bad))
     spans = sorted((start, start + latency) for start, latency in zip(rows.column("t_start_ns").to_pylist(),
                                                                       rows.column("latency_ns").to_pylist()))
@@ -207,9 +209,11 @@ def _broken_reads(samples: pa.Table) -> dict[str | None, np.ndarray]:
 
 def _broken_connections(samples: pa.Table) -> dict[str, np.ndarray]:
     """Per client, the start times of its operations that failed or timed out (not empty
-    gets): where its client dropped its connection and began a new one."""
+    gets), and of its deaths (``abandon``): where its client dropped its connection and began
+    a new one."""
     bad = ~mask(samples, "outcome", "ok") & ~mask(samples, "op", FAULT_OP)
     bad &= ~mask(samples, "error", "empty")
+    bad |= mask(samples, "op", "abandon")
     rows = samples.filter(pa.array(bad))
     per: dict[str, list[int]] = defaultdict(list)
     for client, start in zip(rows.column("client").to_pylist(), rows.column("t_start_ns").to_pylist()):
