@@ -18,9 +18,9 @@ entry, keyed by the client's node name, changes that for one client:
   incarnation reads on ``seconds`` later) and ``queues`` (the queues it reads, instead of its
   share of them).
 
-A consumer's death is recorded as an ``abandon`` of what it held (``lab.history.record``):
-the message must come back, by its lease or by the closed connection, and be delivered
-again, or it counts as lost. A design whose promises bring nothing back (no lease, no
+A consumer's death is recorded as an ``abandon`` of what it held (``lab.history.record``;
+one without a message between operations): the message must come back, by its lease or by
+the closed connection, and be delivered again, or it counts as lost. A design whose promises bring nothing back (no lease, no
 hand-back on close) cannot be given ``dies`` with acknowledged reads: ``refuse_deaths``.
 
 The swarm draws these per seed (``lab.experiments.swarm_draw``); a user writes them to give a
