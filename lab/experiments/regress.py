@@ -219,10 +219,10 @@ def measure(designs: list[str], workloads: list[str], worlds: list[str], repeats
     clock["live"] = time.monotonic()
     echo(f"  {len(runs)} runs (sim {clock['sim'] - clock['start']:.0f} s, live {clock['live'] - clock['sim']:.0f} s); "
          "aggregating with Spark ...")
+    spark.join()  # first: its thread may still be importing pyspark, and a second import meanwhile sees it half made
     from lab.aggregate.pipeline import aggregate
     from lab.aggregate.spark import spark_session
 
-    spark.join()
     agg = aggregate(spark_session(), [directory / "runs"], directory / "summary")
     echo(f"  Spark: {time.monotonic() - clock['live']:.0f} s")
     summary = agg.summary[agg.summary.phase == MEASURED]
