@@ -38,11 +38,14 @@ class _Crashy(LineConnection):
         pass
 
 
-def _line(chunk_buffer: list[bytes]):
+def _until(end: bytes):
+    """A reply reader: the reply, stripped, once the bytes so far end with ``end``."""
+    buffer: list[bytes] = []
+
     def receive(chunk: bytes):
-        chunk_buffer.append(chunk)
-        got = b"".join(chunk_buffer)
-        return got.decode().strip() if got.endswith(b"\n") else None
+        buffer.append(chunk)
+        got = b"".join(buffer)
+        return got.decode().strip() if got.endswith(end) else None
 
     return receive
 
@@ -55,17 +58,17 @@ def test_the_same_events_raise_the_same_documented_errors(world):
         await world.start("server", boot)
         client = world.node("client")
         conn = client.net.connect("server", "lines")
-        seen = [await conn.exchange(b"hello\n", _line([]), 2.0)]
+        seen = [await conn.exchange(b"hello\n", _until(b"\n"), 2.0)]
         with pytest.raises(ConnectionLost) as lost:
-            await conn.exchange(b"crash\n", _line([]), 2.0)
+            await conn.exchange(b"crash\n", _until(b"\n"), 2.0)
         seen.append(type(lost.value))
-        seen.append(await conn.exchange(b"again\n", _line([]), 2.0))  # a new connection
+        seen.append(await conn.exchange(b"again\n", _until(b"\n"), 2.0))  # a new connection
         with pytest.raises(CallTimeout):
-            await conn.exchange(b"hang\n", _line([]), 0.1)
+            await conn.exchange(b"hang\n", _until(b"\n"), 0.1)
         with pytest.raises(Unreachable):
-            await client.net.connect("server", "nobody-serves").exchange(b"x\n", _line([]), 0.5)
+            await client.net.connect("server", "nobody-serves").exchange(b"x\n", _until(b"\n"), 0.5)
         with pytest.raises(Unreachable):
-            await client.net.connect("no-such-node", "lines").exchange(b"x\n", _line([]), 0.5)
+            await client.net.connect("no-such-node", "lines").exchange(b"x\n", _until(b"\n"), 0.5)
         await conn.close()
         return seen
 
@@ -77,15 +80,6 @@ def test_the_set_is_classified_and_a_lost_connection_is_still_a_reset():
     assert outcome_of(Unreachable("x")) == "fail"
     assert outcome_of(ConnectionLost("x")) == "info"
     assert outcome_of(CallTimeout("x")) == "info"
-
-
-def _reply_end(buffer: list[bytes]):
-    def receive(chunk: bytes):
-        buffer.append(chunk)
-        got = b"".join(buffer)
-        return got.decode().strip() if got.endswith(b"END\r\n") else None
-
-    return receive
 
 
 def test_a_crashed_server_resets_its_connections_alike_in_both_worlds(world):
@@ -102,8 +96,8 @@ def test_a_crashed_server_resets_its_connections_alike_in_both_worlds(world):
         node = design.server_nodes[0]
         client = world.node("client")
         conn = client.net.connect(node, "memcache")
-        assert await conn.exchange(b"get q\r\n", _reply_end([]), 5.0) == "END"
-        waiting = client.spawn(conn.exchange(b"get q/t=5000\r\n", _reply_end([]), 10.0))  # blocks in the server
+        assert await conn.exchange(b"get q\r\n", _until(b"END\r\n"), 5.0) == "END"
+        waiting = client.spawn(conn.exchange(b"get q/t=5000\r\n", _until(b"END\r\n"), 10.0))  # blocks in the server
         await client.sleep(0.3)
         crashed = client.now()
         world.crash(node)
@@ -111,12 +105,12 @@ def test_a_crashed_server_resets_its_connections_alike_in_both_worlds(world):
             await waiting
         reset_after = client.now() - crashed
         with pytest.raises(ConnectionLost):
-            await conn.exchange(b"get q\r\n", _reply_end([]), 5.0)
+            await conn.exchange(b"get q\r\n", _until(b"END\r\n"), 5.0)
         world.restart(node)
         await world.settle()
         for _ in range(50):  # the restarted server takes a moment to listen again
             try:
-                answer = await conn.exchange(b"get q\r\n", _reply_end([]), 5.0)
+                answer = await conn.exchange(b"get q\r\n", _until(b"END\r\n"), 5.0)
                 break
             except (ConnectionLost, Unreachable):
                 await client.sleep(0.1)
@@ -143,7 +137,7 @@ def test_a_connection_says_it_broke_when_its_server_restarts_without_a_request_o
         client = world.node("client")
         conn = client.net.connect(node, "memcache")
         seen = [conn.broken]
-        assert await conn.exchange(b"get q\r\n", _reply_end([]), 5.0) == "END"
+        assert await conn.exchange(b"get q\r\n", _until(b"END\r\n"), 5.0) == "END"
         seen.append(conn.broken)
         world.crash(node)
         await client.sleep(0.3)  # the reset reaches the client, which sends nothing
@@ -152,7 +146,7 @@ def test_a_connection_says_it_broke_when_its_server_restarts_without_a_request_o
         await world.settle()
         for _ in range(50):
             try:
-                await conn.exchange(b"get q\r\n", _reply_end([]), 5.0)
+                await conn.exchange(b"get q\r\n", _until(b"END\r\n"), 5.0)
                 break
             except (ConnectionLost, Unreachable):
                 await client.sleep(0.1)
