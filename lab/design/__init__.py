@@ -8,7 +8,8 @@ written against these names and nothing else of the lab:
   ``RemoteError``, ``NodeDown``, ``ProtocolDrop``, ``Cancelled``) and its parts (``Store``,
   ``Connection``, ``ServerConnection``, ...); ``RuntimeStore``, the Store on a Runtime disk;
 - the driver interface: ``Backend`` (the design's nodes, boot and clients), ``QueueClient``
-  and ``Delivery``, and ``Rejected`` for a definite refusal; ``Parts``, where a design
+  and ``Delivery``, ``Rejected`` for a definite refusal, ``InternalError`` for a server
+  whose own code raised, and ``http_body``, which turns an HTTP reply into one of those; ``Parts``, where a design
   declares its server entry, load client, planted bugs, benchmark, tools and cluster
   command; the ``World`` it is started in and the ``ServerSpec`` it hands the world;
 - what a Backend declares beside its driver, each in a record of its own: ``About`` (its
@@ -33,7 +34,7 @@ store) is ``lab.design.worlds``.
 from __future__ import annotations
 
 from lab.design.about import About
-from lab.design.backend import PARTS, Backend, Delivery, Parts, QueueClient, Rejected, outcome_of
+from lab.design.backend import PARTS, Backend, Delivery, InternalError, Parts, QueueClient, Rejected, http_body, outcome_of
 from lab.design.http import JSON, Request, Response, error, json_response
 from lab.design.http_client import HttpReply, ResponseReader, encode_request
 from lab.design.http_router import Router
@@ -58,7 +59,7 @@ __all__ = [
     "Network", "NodeDown", "ProtocolDrop", "RemoteError", "Runtime", "RuntimeStore", "Send", "ServerConnection",
     "Store", "Task", "Unreachable",
     # the driver interface
-    "Backend", "Delivery", "QueueClient", "Rejected", "outcome_of", "Parts", "PARTS", "ServerSpec", "World",
+    "Backend", "Delivery", "QueueClient", "Rejected", "InternalError", "http_body", "outcome_of", "Parts", "PARTS", "ServerSpec", "World",
     # declared beside the driver: how it is shown, what it costs in the sim
     "About", "Cpu",
     # promises and options

@@ -18,7 +18,9 @@ in the design's own ``promises.py``) and ``cpu`` (``Cpu``: what its requests cos
 How a client reports outcomes, which the runner turns into sample outcomes:
 returning is ``ok``; raising ``Rejected`` or ``Unreachable`` (or ``RemoteError``) is a
 definite ``fail``; any other exception — ``CallTimeout`` and ``ConnectionLost`` above
-all — is ``info``: the operation may or may not have happened.
+all — is ``info``: the operation may or may not have happened. ``InternalError`` is ``info``
+too, and more: the server said its own code raised, which the judge holds a broken promise
+whatever the run's faults. An HTTP client turns a reply into these with ``http_body``.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
 from lab.design.about import About
+from lab.design.http import INTERNAL_ERROR
 from lab.design.options import TIMEOUT, Checked, Option, check
 from lab.design.promises import Promised, Promises
 from lab.design.runtime import Boot, RemoteError, Runtime, Unreachable
@@ -52,6 +55,27 @@ class UnknownBackend(ValueError):
 
 class Rejected(Exception):
     """The backend definitely refused the operation (full queue, bad request, ...)."""
+
+
+class InternalError(RuntimeError):
+    """The server answered that its own code raised while serving the request (the HTTP
+    router's 500 ``internal error``): the outcome is unknown, and the design has a bug — its
+    code must answer every request it takes, under faults too."""
+
+
+def http_body(status: int, body: bytes, what: str) -> bytes:
+    """The body of a 2xx reply to request ``what``; else raises what the runner classifies:
+    ``Rejected`` for a 4xx (a definite refusal), ``InternalError`` for the router's 500
+    ``internal error``, a ``RuntimeError`` (outcome unknown: a 503 from a server whose replica
+    did not answer, say) for any other status."""
+    if 200 <= status < 300:
+        return body
+    text = body[:200].decode(errors="replace")
+    if 400 <= status < 500:
+        raise Rejected(f"{what}: {status} {text}")
+    if status == 500 and INTERNAL_ERROR in text:
+        raise InternalError(f"{what}: HTTP 500 {text}")
+    raise RuntimeError(f"{what}: HTTP {status} {text}")
 
 
 def outcome_of(error: BaseException) -> str:

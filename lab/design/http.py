@@ -79,6 +79,10 @@ def json_response(data: Any, status: int = 200, headers: Mapping[str, str] | Non
     return Response(status, json.dumps(data).encode(), all_headers)
 
 
+#: how the router's 500 reason begins: a handler raised (``lab.design.backend.InternalError``)
+INTERNAL_ERROR = "internal error:"
+
+
 def error(status: int, reason: str, headers: Mapping[str, str] | None = None) -> Response:
     """``{"error": reason}`` with ``status``: every error the wire answers has that shape."""
     return json_response({"error": reason}, status, headers)

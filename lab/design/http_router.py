@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from urllib.parse import unquote
 
-from lab.design.http import Handler, Request, Response, error
+from lab.design.http import INTERNAL_ERROR, Handler, Request, Response, error
 
 log = logging.getLogger("lab.design.http")  # the wire's one logger, whichever room logs
 
@@ -127,4 +127,4 @@ class Router:
             return await handler(request)
         except Exception as e:
             log.exception("%s %s failed", request.method, request.path)
-            return error(500, f"internal error: {type(e).__name__}: {e}")
+            return error(500, f"{INTERNAL_ERROR} {type(e).__name__}: {e}")

@@ -32,9 +32,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lab.history.record import FAULT_OP, HANDING_BACK, MEASURED_PHASES, mask
+from lab.design.backend import InternalError
 from lab.design.promises import CLOSED, CUT, HOLDERS, Allowance, Promises
 from lab.judge.fault_scopes import NEVER, Fault, before_it, faults_of, hurt, plus, under
-from lab.judge.findings import DUPLICATED, Cause, Explanation
+from lab.judge.findings import DUPLICATED, INTERNAL, Cause, Explanation
 from lab.workloads.faults import RESTARTING  # each closes every connection to the servers it stops
 
 @dataclass
@@ -80,7 +81,7 @@ def attribute(samples: pa.Table, codes: np.ndarray, promises: Promises, *, lost:
     is_op = ~mask(samples, "op", FAULT_OP)
     clients = set(pc.unique(samples.filter(pa.array(is_op)).column("node")).to_pylist())
     cuts = _cut_gets(samples)
-    broke = _broken_connections(samples)
+    broke = broken_connections(samples)
     messages = _messages(samples, codes, anomalous)
     allowances = {anomaly: [a for a in promises.allowances if a.anomaly == anomaly]
                   for anomaly in ("lost", "duplicated", "reordered")}
@@ -207,7 +208,7 @@ def _broken_reads(samples: pa.Table) -> dict[str | None, np.ndarray]:
     return {None: np.array(spans, dtype=np.int64).reshape(-1, 2)}
 
 
-def _broken_connections(samples: pa.Table) -> dict[str, np.ndarray]:
+def broken_connections(samples: pa.Table) -> dict[str, np.ndarray]:
     """Per client, the start times of its operations that failed or timed out (not empty
     gets), and of its deaths (``abandon``): where its client dropped its connection and began
     a new one."""
@@ -320,12 +321,16 @@ def failed_operations(samples: pa.Table) -> dict[str, int]:
     """Operations of the measured phases that did not succeed, by what they were: ``put``
     refused (the design said no), ``timed-out put`` (outcome unknown), ``failed ack``,
     ``failed get`` (not an empty poll). The warm-up is left out: it is where clients set
-    themselves up (a queue just made, not yet known to every node), and so is the drain."""
+    themselves up (a queue just made, not yet known to every node), and so is the drain —
+    but not from ``internal error``: operations of any phase the server answered with its
+    own code's exception (``lab.design.InternalError``)."""
     measured = mask(samples, "phase", *MEASURED_PHASES)
     op_put, op_ack, op_get = (mask(samples, "op", o) & measured for o in ("put", "ack", "get"))
     fail, info = mask(samples, "outcome", "fail"), mask(samples, "outcome", "info")
     empty = mask(samples, "error", "empty")
     counts = Counter({"put": int((op_put & fail).sum()), "timed-out put": int((op_put & info).sum()),
                       "failed ack": int((op_ack & (fail | info)).sum()),
-                      "failed get": int((op_get & (fail | info) & ~empty).sum())})
+                      "failed get": int((op_get & (fail | info) & ~empty).sum()),
+                      INTERNAL: int(pc.sum(pc.starts_with(samples.column("error").cast(pa.string()),
+                                                          f"{InternalError.__name__}:")).as_py() or 0)})
     return {k: v for k, v in counts.items() if v}

@@ -46,8 +46,9 @@ import pyarrow.compute as pc
 
 from lab.judge import words
 from lab.judge.attribution import attribute, failed_operations
-from lab.judge.findings import Counts, Explanation, Verdict, explanations_to_list
+from lab.judge.findings import REFUSED_ACK, Counts, Explanation, Verdict, explanations_to_list
 from lab.judge.order import Reordering, check_order
+from lab.judge.refused_acks import refused_acks
 from lab.history.record import HANDING_BACK, mask, message_codes
 from lab.design.promises import FIFO_PER_CONSUMER, NO_ORDER, total_queue
 from lab.judge.verdict import Judgement, RunFacts, judge_run
@@ -168,6 +169,9 @@ def check(samples: pa.Table, facts: RunFacts | None = None) -> Check:
     order = check_order(samples, codes, n, per_consumer=promises.order == FIFO_PER_CONSUMER)
     attribution = attribute(samples, codes, promises, lost=lost, duplicated=duplicated,
                             overtaken=order.counts if promises.order != NO_ORDER else None)
+    failed = failed_operations(samples)
+    if refused := refused_acks(samples, codes, promises):
+        failed[REFUSED_ACK] = refused
     for anomaly, chosen in attribution.unexplained.items():
         names = ids.take(pa.array(chosen))
         examples[f"unexplained {anomaly}"] = names.take(pc.sort_indices(names)[:EXAMPLES]).to_pylist()
@@ -175,7 +179,7 @@ def check(samples: pa.Table, facts: RunFacts | None = None) -> Check:
         counts=Counts(attempts=int(attempts.sum(dtype=np.int64)), enqueued=int(enqueued.sum(dtype=np.int64)),
                       dequeued=int(dequeued.sum(dtype=np.int64)), ok=totals["ok"], lost=totals["lost"],
                       unexpected=totals["unexpected"], duplicated=totals["duplicated"], recovered=totals["recovered"],
-                      inversions=order.summary.inversions, failed=failed_operations(samples)),
+                      inversions=order.summary.inversions, failed=failed),
         reordering=order.summary,
         examples=examples,
         explained=dict(attribution.explained),

@@ -15,6 +15,12 @@ from typing import Any, Iterable, Mapping
 
 LOST, DUPLICATED, REORDERED = "lost", "duplicated", "reordered"  # the anomalies an allowance may excuse
 UNEXPECTED, REFUSED, FAILED = "unexpected", "refused", "failed"  # what else a finding may be about
+#: among a run's failed operations (``Counts.failed``): the acks refused that nothing explains
+#: (``lab.judge.refused_acks``), a broken promise under faults too
+REFUSED_ACK = "refused ack"
+#: among a run's failed operations: those the server answered with its own code's exception
+#: (``lab.design.InternalError``), a broken promise whatever the faults
+INTERNAL = "internal error"
 
 
 class Verdict(StrEnum):

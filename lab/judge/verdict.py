@@ -36,7 +36,7 @@ from typing import Any, Mapping
 
 from lab.design.promises import AT_LEAST_ONCE, NO_ORDER, Promises, total_queue
 from lab.judge import words
-from lab.judge.findings import (DUPLICATED, FAILED, LOST, REFUSED, REORDERED, UNEXPECTED, Cause, Counts, Excuse,
+from lab.judge.findings import (DUPLICATED, FAILED, INTERNAL, LOST, REFUSED, REFUSED_ACK, REORDERED, UNEXPECTED, Cause, Counts, Excuse,
                                 Explained, Explanation, Finding, Standing, Verdict)
 
 
@@ -109,12 +109,16 @@ def judge(promises: Promises, faults: frozenset[str], counts: Counts, explained:
         unexplained = n - sum(reasons.values())
         if unexplained > 0:
             findings.append(Finding(Standing.BROKEN, what, unexplained))
+    if with_failures and (refused_acks := counts.failed.get(REFUSED_ACK, 0)):  # scoped message by message
+        findings.append(Finding(Standing.BROKEN, REFUSED, refused_acks, operation="ack"))
+    if with_failures and (internal := counts.failed.get(INTERNAL, 0)):  # a bug in the design's code, faults or not
+        findings.append(Finding(Standing.BROKEN, FAILED, internal, operation=INTERNAL))
     if not faults and with_failures:
         refused = counts.failed.get("put", 0)
         if refused:
-            findings.append(Finding(Standing.BROKEN, REFUSED, refused))
+            findings.append(Finding(Standing.BROKEN, REFUSED, refused, operation="put"))
         findings += [Finding(Standing.NOTE, FAILED, c, operation=what) for what, c in sorted(counts.failed.items())
-                     if c and what != "put"]
+                     if c and what not in ("put", REFUSED_ACK, INTERNAL)]
     standings = {f.standing for f in findings}
     if Standing.BROKEN in standings:
         verdict = Verdict.INVALID

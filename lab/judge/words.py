@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from lab.design.promises import AT_LEAST_ONCE, Promises
-from lab.judge.findings import (DUPLICATED, FAILED, LOST, REFUSED, REORDERED, UNEXPECTED, Cause, Counts, Excuse,
+from lab.judge.findings import (DUPLICATED, FAILED, INTERNAL, LOST, REFUSED, REORDERED, UNEXPECTED, Cause, Counts, Excuse,
                                 Explanation, Finding, Standing, Verdict)
 from lab.judge.order import Reordering
 
@@ -69,9 +69,15 @@ def finding(f: Finding, promises: Promises, faults: frozenset[str]) -> str:
     """One finding as the reason says it."""
     if f.anomaly == UNEXPECTED:
         return f"delivered {count(f.count, 'message')} never sent; no design may invent messages"
+    if f.anomaly == REFUSED and f.operation == "ack":
+        return (f"{count(f.count, 'ack')} refused that no lease, broken connection or fault explains; "
+                "a design must take the acknowledgement of a delivery it still holds for its consumer")
     if f.anomaly == REFUSED:
         return (f"{count(f.count, 'put')} refused with no fault in the run; every design promises "
                 "to take puts while nothing is wrong")
+    if f.anomaly == FAILED and f.operation == INTERNAL:
+        return (f"{count(f.count, 'operation')} answered with an {INTERNAL} (the server's own code raised); "
+                "a design must answer every request it takes, under faults too")
     if f.anomaly == FAILED:
         return f"{count(f.count, f.operation or 'operation')} {Excuse.FAULT_FREE}"
     said = anomaly(f.anomaly, f.count)

@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping
 from urllib.parse import quote
 
 from lab.design import (TIMEOUT, About, Backend, Boot, Connection, Cpu, Delivery, HttpReply, Option, Parts,
-                        QueueClient, Rejected, ResponseReader, Runtime, World, encode_request, number, whole)
+                        QueueClient, ResponseReader, Runtime, World, encode_request, http_body, number, whole)
 from lab.backends.cassieq.core.model import DEFAULT_FINALIZE_SECONDS, DEFAULT_REPAIR_POLL_SECONDS
 from lab.backends.cassieq.core.repair import START_JITTER_SECONDS
 from lab.backends.cassieq.promises import PROMISED
@@ -170,13 +170,10 @@ class CassieqClient(QueueClient):
 
 
 def _ok(reply: HttpReply, what: str) -> HttpReply:
-    """The reply if 2xx; a 4xx is a definite refusal, a 5xx (503: the store is away) unknown."""
-    if 200 <= reply.status < 300:
-        return reply
-    text = reply.body[:200].decode(errors="replace")
-    if 400 <= reply.status < 500:
-        raise Rejected(f"{what}: {reply.status} {text}")
-    raise RuntimeError(f"{what}: HTTP {reply.status} {text}")  # outcome unknown
+    """The reply if 2xx (``http_body`` says what any other status raises: a 503 — a replica
+    or the store away — is an unknown outcome)."""
+    http_body(reply.status, reply.body, what)
+    return reply
 
 
 class CassieqBackend(Backend):

@@ -20,7 +20,8 @@ from typing import Any, Callable, Mapping
 from urllib.parse import quote
 
 from lab.design import (TIMEOUT, About, Backend, BadOption, Boot, Connection, Delivery, HttpReply, Option, Parts,
-                        QueueClient, Rejected, ResponseReader, Runtime, World, choice, encode_request, number, whole)
+                        QueueClient, ResponseReader, Runtime, World, choice, encode_request, http_body, number,
+                        whole)
 from lab.design.options import Checked
 from lab.backends.primer.core.config import HEARTBEAT_S, SUSPECT_AFTER_S, NodeConfig
 from lab.backends.primer.core.membership import DOWN
@@ -82,14 +83,10 @@ class PrimerClient(QueueClient):
 
 
 def _ok(reply: HttpReply, what: str) -> HttpReply:
-    """The reply if 2xx; a 4xx is a definite refusal; a 503 (a replica did not answer: the
-    message may exist) or any other 5xx is an unknown outcome."""
-    if 200 <= reply.status < 300:
-        return reply
-    text = reply.body[:200].decode(errors="replace")
-    if 400 <= reply.status < 500:
-        raise Rejected(f"{what}: {reply.status} {text}")
-    raise RuntimeError(f"{what}: HTTP {reply.status} {text}")
+    """The reply if 2xx (``http_body`` says what any other status raises: a 503 — a replica
+    or the store away — is an unknown outcome)."""
+    http_body(reply.status, reply.body, what)
+    return reply
 
 
 class PrimerBackend(Backend):

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import quote
 
-from lab.design import (TIMEOUT, About, Backend, Boot, Connection, Delivery, Option, Parts, QueueClient, Rejected,
+from lab.design import (TIMEOUT, About, Backend, Boot, Connection, Delivery, Option, Parts, QueueClient, http_body,
                         ResponseReader, Runtime, encode_request, number, whole)
 from lab.backends.queuefka.core.broker_api import Config, Fetched
 from lab.backends.queuefka.core.writer import FsyncPolicy
@@ -103,7 +103,8 @@ class QueuefkaClient(QueueClient):
         return reply.status, reply.body, reply.headers
 
     async def put(self, queue: str, body: bytes) -> None:
-        _reply(*(await self._send("POST", f"/topics/{quote(queue, safe='')}/messages", self.timeout, body))[:2])
+        _reply(*(await self._send("POST", f"/topics/{quote(queue, safe='')}/messages", self.timeout, body))[:2],
+               f"put {queue}")
 
     async def _fetch_once(self, queue: str, wait: float) -> Fetched | None:
         """One fetch; None if the topic does not exist (yet)."""
@@ -112,7 +113,7 @@ class QueuefkaClient(QueueClient):
         status, body, headers = await self._send("GET", target, wait + self.timeout)
         if status == 404:  # the front's answer for a topic that does not exist
             return None
-        reply = _reply(status, body)
+        reply = _reply(status, body, f"fetch {queue}")
         epoch = headers.get(EPOCH_HEADER.lower())
         return Fetched([(r["address"], base64.b64decode(r["payload"])) for r in reply["records"]], reply["next"],
                        None if epoch is None else int(epoch))
@@ -127,7 +128,7 @@ class QueuefkaClient(QueueClient):
                                            () if epoch is None else ((EPOCH_HEADER, str(epoch)),))
         if status == LEASE_LOST:
             self._buffered.clear()
-        _reply(status, body)
+        _reply(status, body, f"commit {delivery.queue}")
 
     async def backlog(self, queue: str) -> int | None:
         """Whether the group ``lab`` has records of ``queue`` it has not acknowledged — leased
@@ -136,7 +137,7 @@ class QueuefkaClient(QueueClient):
         status, body, _ = await self._send("GET", f"/topics/{quote(queue, safe='')}", self.timeout)
         if status == 404:
             return 0
-        stats = _reply(status, body)
+        stats = _reply(status, body, f"stats {queue}")
         group = stats["groups"].get(GROUP)
         committed = stats["first_address"] if group is None else group["committed"]
         return int(committed < stats["end_address"])
@@ -145,13 +146,9 @@ class QueuefkaClient(QueueClient):
         await self.conn.close()
 
 
-def _reply(status: int, body: bytes) -> Any:
-    """The JSON body of a 2xx; a 4xx is a definite refusal, anything else an unknown outcome."""
-    if 400 <= status < 500:
-        raise Rejected(f"{status}: {body[:200].decode(errors='replace')}")
-    if status >= 300:
-        raise RuntimeError(f"HTTP {status}: {body[:200].decode(errors='replace')}")  # outcome unknown
-    return json.loads(body)
+def _reply(status: int, body: bytes, what: str) -> Any:
+    """The JSON body of a 2xx (``http_body`` says what any other status raises)."""
+    return json.loads(http_body(status, body, what))
 
 
 class QueuefkaBackend(Backend):
