@@ -25,6 +25,7 @@ whatever the run's faults. An HTTP client turns a reply into these with ``http_b
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, fields
 from functools import partial
@@ -253,6 +254,14 @@ class Backend(ABC):
         """Create what the run's ``queues`` need before the load begins (OpenMessaging
         Benchmark's "create the topics"); a design whose queues appear on first use needs
         nothing here."""
+
+    def for_consumer(self, own: Mapping[str, Any]) -> "Backend":
+        """This design as one consumer with settings of its own sees it (``own``: values of
+        options declared ``per_consumer``, checked by the run): the same servers, and
+        ``options`` with ``own`` over them, which ``client`` reads."""
+        view = copy.copy(self)
+        view.options = self.check_options({**self.options, **own}, self.world.kind)
+        return view
 
     @abstractmethod
     def client(self, rt: Runtime, reliable: bool) -> QueueClient:

@@ -34,13 +34,19 @@ class Option:
     world_defaults: Mapping[str, Any] | None = None
     #: the one world a parsed value works in (None: any), e.g. the simulated Cassandra: "sim"
     only_in: Callable[[Any], str | None] | None = None
+    #: a setting of one consumer's own client, read by ``Backend.client`` from ``self.options``
+    #: (a prefetch, say): a workload's ``clients:`` entry may give a consumer its own value
+    #: (``options:``), and the swarm draws consumers' values from these; empty: every client
+    #: has the run's value
+    per_consumer: tuple[Any, ...] = ()
 
     def describe(self) -> str:
         """One line for ``lab backends``: what it does, what it takes, its default."""
         default = self.default_text or self.default
         if default is None and self.world_defaults:
             default = ", ".join(f"{value} in the {world} world" for world, value in self.world_defaults.items())
-        return f"{self.help}: {self.allowed}" + ("" if default is None else f" (default {default})")
+        own = "; a consumer may have its own" if self.per_consumer else ""
+        return f"{self.help}: {self.allowed}" + ("" if default is None else f" (default {default})") + own
 
 
 def number(minimum: float = 0.0, *, inclusive: bool = False) -> Callable[[Any], float]:

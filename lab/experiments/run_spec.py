@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from lab.design.backend import Backend
-from lab.design.options import Checked
+from lab.design.options import BadOption, Checked
 from lab.design.promises import Promises
 from lab.design.registry import CONTROL, backend_class
 from lab.design.service import ServiceModel, ServiceModelError
@@ -127,6 +127,8 @@ class RunSpec:
         promises = design.promises(checked, workload.reliable)
         if (why := refuse_deaths(workload.clients, workload.reliable, promises.brings_back, promises.by)) is not None:
             raise WorkloadError(f"{workload.source}: field 'clients': {why}")
+        if (why := _refuse_own_options(design, workload, checked, promises, world)) is not None:
+            raise WorkloadError(f"{workload.source}: field {why}")
         return cls(workload, design, checked, promises, world, Calibration.resolve(design, checked, world, asked))
 
     @property
@@ -154,3 +156,29 @@ class RunSpec:
         if self.world == "sim":
             written["calibration"] = self.calibration.source
         return written
+
+
+def _refuse_own_options(design: type[Backend], workload: Workload, checked: Checked, promises: Promises,
+                        world: str) -> str | None:
+    """Why the consumers' own ``options`` (a ``clients:`` entry's) cannot run, or None: each
+    must be an option the design declares ``per_consumer`` and take its value, and the
+    consumer's whole set must leave the design's promises as the run's options give them —
+    a run is judged by one set of promises, which a consumer's setting must not change unseen."""
+    own = sorted(option.name for option in design.options_declared if option.per_consumer)
+    for name, plan in sorted(workload.clients.items()):
+        if not plan.options:
+            continue
+        where = f"'clients.{name}.options'"
+        unknown = [key for key, _ in plan.options if key not in own]
+        if unknown:
+            return (f"{where}: {unknown[0]!r} is not an option a consumer of {design.name} may set for itself "
+                    f"(those are: {', '.join(own) or 'none'})")
+        try:
+            mine = design.check_options({**checked, **dict(plan.options)}, world)
+        except BadOption as e:
+            return f"{where}: {e}"
+        if design.promises(mine, workload.reliable) != promises:
+            given = ", ".join(f"{key}={value!r}" for key, value in plan.options)
+            return (f"{where}: {given} changes what {design.name} promises; a run is judged by one set of "
+                    "promises (give the option to the whole run instead)")
+    return None

@@ -235,14 +235,15 @@ async def _main(control: Runtime, world: RunWorld, backend: Backend, workload: W
     consumers = []
     for i, name in enumerate(consumer_nodes):
         rt = world.node(name)
-        client = backend.client(rt, reliable)
         plan = workload.clients.get(name, ClientPlan())
-        mine = consumer_queues(plan, i, workload.consumers, queues)
+        its_backend = backend.for_consumer(dict(plan.options)) if plan.options else backend  # its own prefetch, say
+        client = its_backend.client(rt, reliable)
+        reads = consumer_queues(plan, i, workload.consumers, queues)
         pace = Pace(workload.consumer_delay if plan.start is None else plan.start, plan.work_ms / 1000,
                     *(tuple((at(a) or 0, round(seconds * 1e9)) for a, seconds in spans)
                       for spans in (plan.pauses, plan.dies)))
-        consumers.append(rt.spawn(consume(rt, client, name, mine, reliable, recorder, state, pace,
-                                          renew=functools.partial(backend.client, rt, reliable)), name=name))
+        consumers.append(rt.spawn(consume(rt, client, name, reads, reliable, recorder, state, pace,
+                                          renew=functools.partial(its_backend.client, rt, reliable)), name=name))
 
     bar = _Progress(workload, world.kind, progress) if progress else None
     ticker = control.spawn(_tick(control, bar, state)) if bar is not None else None

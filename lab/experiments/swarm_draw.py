@@ -6,7 +6,9 @@ the seed, 1..``faults_max`` faults of those left on, each with its target and fi
 which stays healed; then sequences timed against earlier faults and the load (a restart
 struck again, a fault just after the clients' timeout ran out, during a late consumer's
 backlog, while reads are held open), each with its reason in the seed's description; then,
-in some seeds, a consumer that dies holding a read (``swarm_load.draw_deaths``). A kind
+in some seeds, a consumer that dies holding a read (``swarm_load.draw_deaths``), and
+consumers with their own values of the design's per-consumer options (a prefetch:
+``swarm_load.draw_own_options``), among values that leave its promises as they are. A kind
 the world applies and ``FIELD_DRAWS`` lacks stops the swarm before anything runs
 (``UndrawableKind``), so a new kind fails its test rather than being skipped in silence. A
 design joins by registering: its server nodes come from its ``Backend``. Also the one-line
@@ -29,7 +31,7 @@ from lab.workloads import faults
 
 from lab.design.options import TIMEOUT
 from lab.design.registry import backend_class
-from lab.experiments.swarm_load import Shape, draw_deaths, draw_load, shape_of
+from lab.experiments.swarm_load import Shape, draw_deaths, draw_load, draw_own_options, shape_of
 from lab.workloads.fault_base import ROLE_TARGETS, SHAPES, SIDED_SHAPES, Cast, FieldError, draw_time
 from lab.workloads.faults import RESTARTING, parse_fault
 from lab.workloads.errors import WorkloadError
@@ -267,6 +269,24 @@ def _brings_back(backend: str, options: tuple[tuple[str, Any], ...], world: str,
     return not reliable or design.promises(design.check_options(dict(options), world), reliable).brings_back
 
 
+@functools.lru_cache(maxsize=64)
+def _own_values(backend: str, options: tuple[tuple[str, Any], ...], world: str,
+                reliable: bool) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+    """The values each of ``backend``'s ``per_consumer`` options may be drawn from for one
+    consumer: those under which the design promises what the run's options give it (the run is
+    judged by one set of promises: ``lab.experiments.run_spec``)."""
+    design = backend_class(backend)
+    checked = design.check_options(dict(options), world)
+    judged_by = design.promises(checked, reliable)
+    values = []
+    for option in design.options_declared:
+        kept = tuple(v for v in option.per_consumer
+                     if design.promises(design.check_options({**checked, option.name: v}, world), reliable) == judged_by)
+        if kept:
+            values.append((option.name, kept))
+    return tuple(values)
+
+
 def cast_of(backend: str, options: Mapping[str, Any] | None, workload: Mapping[str, Any]) -> Cast:
     clients = [f"p{i}" for i in range(workload.get("producers", 1))]
     clients += [f"c{i}" for i in range(workload.get("consumers", 1))]
@@ -311,6 +331,7 @@ def _plan_words(plan: Mapping[str, Any]) -> list[str]:
     words += [f"works {plan['work_ms']:g} ms"] if "work_ms" in plan else []
     for key, verb in (("pauses", "pauses"), ("dies", "dies")):
         words += [f"{verb} {' '.join(f'@{at:g}+{length:g}s' for at, length in plan[key])}"] if key in plan else []
+    words += [f"{key}={value}" for key, value in (plan.get("options") or {}).items()]
     return words
 
 
@@ -351,6 +372,8 @@ def draw_seed(base: Mapping[str, Any], seed: int, backend: str, options: Mapping
         deaths = draw_deaths(random.Random(f"swarm-deaths:{seed}"), workload, strikes, window_of(end))
     else:
         deaths = []
+    if load and (values := _own_values(backend, tuple(sorted((options or {}).items())), world, reliable)):
+        draw_own_options(random.Random(f"swarm-own-options:{seed}"), workload, dict(values))
     drawn = seed_workload(workload, seed, entries)
     if notes:
         drawn["description"] += "; timed: " + "; ".join(notes)

@@ -15,6 +15,9 @@ against: when late consumers begin, when slow ones read.
 of a seed moves): in some seeds a consumer that works a while on each message dies, now and
 then while a server's crash or restart strikes the read it holds, and comes back as a new
 client — the state in which a recovery must hand back reads nobody will acknowledge.
+``draw_own_options``, from a stream of its own too, gives some consumers their own values of
+the design's per-consumer options (a prefetch): a small fetch takes part of what a large one
+held and handed back.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ DEATH_P = 0.3  # the chance that a seed with consumers has one that dies
 DEATH_WORK_MS = (20, 300)  # how long a dying consumer works on each message: it dies holding one
 DEATH_DOWN = (0.02, 1.5)  # seconds until the dead consumer is back as a new client
 STRUCK_P = 0.6  # the chance that a death is timed inside a restarting fault's strike on the read held
+OWN_P = 0.5  # the chance that a consumer has its own values of the design's per-consumer options
 
 
 @dataclass(frozen=True)
@@ -148,3 +152,12 @@ def draw_deaths(rng: random.Random, workload: dict[str, Any], strikes: list[tupl
         deaths.append([when, down])
     plan["dies"] = sorted(deaths)
     return notes
+
+
+def draw_own_options(rng: random.Random, workload: dict[str, Any], values: Mapping[str, tuple[Any, ...]]) -> None:
+    """Some consumers of ``workload`` with their own values (their plan's ``options``, set in
+    place) of the per-consumer options ``values`` names, each drawn from its values."""
+    for i in range(workload.get("consumers", 0)):
+        if rng.random() < OWN_P:
+            own = {name: rng.choice(choices) for name, choices in values.items()}
+            workload.setdefault("clients", {}).setdefault(f"c{i}", {})["options"] = own

@@ -5,7 +5,7 @@ entry, keyed by the client's node name, changes that for one client:
 
     clients:
       p1: {start: 0.8, stop: 2.0, rate: 300, message_size: 4000, queue: q1}
-      c0: {start: 1.5, work_ms: 40, pauses: [[2.0, 1.2]], dies: [[2.6, 0.3]]}
+      c0: {start: 1.5, work_ms: 40, pauses: [[2.0, 1.2]], dies: [[2.6, 0.3]], options: {prefetch: 3}}
 
 - a producer ``p<i>``: ``start`` and ``stop`` (seconds from the start of the run: it sends
   from ``start`` until ``stop`` or the end of the load), ``rate`` (its own messages/s; 0 as
@@ -15,8 +15,10 @@ entry, keyed by the client's node name, changes that for one client:
   ``pauses`` ([at, seconds] pairs: it stops reading for a while, holding what it leased),
   ``dies`` ([at, seconds] pairs: it stops as a crashed process would — the delivery it is
   working on is never acknowledged, its connections close without a word — and a new
-  incarnation reads on ``seconds`` later) and ``queues`` (the queues it reads, instead of its
-  share of them).
+  incarnation reads on ``seconds`` later), ``queues`` (the queues it reads, instead of its
+  share of them) and ``options`` (its own values of the design's options declared
+  ``per_consumer``, such as a prefetch: the run checks them against the design, and refuses
+  one that would change what the design promises).
 
 A consumer's death is recorded as an ``abandon`` of what it held (``lab.history.record``;
 one without a message between operations): the message must come back, by its lease or by
@@ -36,7 +38,7 @@ from typing import Any, Callable, Mapping
 from lab.workloads.errors import WorkloadError
 
 PRODUCER_FIELDS = ("start", "stop", "rate", "message_size", "queue")
-CONSUMER_FIELDS = ("start", "work_ms", "pauses", "dies", "queues")
+CONSUMER_FIELDS = ("start", "work_ms", "pauses", "dies", "queues", "options")
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ class ClientPlan:
     pauses: tuple[tuple[float, float], ...] = ()  # consumers: (at, seconds)
     dies: tuple[tuple[float, float], ...] = ()  # consumers: (at, seconds until it is back)
     queues: tuple[str, ...] | None = None  # consumers
+    options: tuple[tuple[str, Any], ...] = ()  # consumers: its own values of per-consumer design options
 
     def scaled(self, factor: float) -> "ClientPlan":
         """The plan of a load ``factor`` times as long: its times, not its pace."""
@@ -150,9 +153,13 @@ def _plan(entry: Mapping[str, Any], role: str, queues: list[str], end: float | N
     read = entry.get("queues")
     if read is not None and (not isinstance(read, list) or not read):
         raise fail("queues", f"must be a non-empty list of queue names, got {read!r}")
+    own = entry.get("options") or {}
+    if not isinstance(own, dict) or not all(isinstance(k, str) for k in own):
+        raise fail("options", f"must be a mapping of the design's option names to values, got {own!r}")
     return ClientPlan(start=start, work_ms=number("work_ms") or 0.0, pauses=_spans(entry, "pauses", fail),
                       dies=_spans(entry, "dies", fail),
-                      queues=None if read is None else tuple(queue(q, "queues") for q in read))
+                      queues=None if read is None else tuple(queue(q, "queues") for q in read),
+                      options=tuple(sorted(own.items())))
 
 
 def _spans(entry: Mapping[str, Any], key: str, fail: Fail) -> tuple[tuple[float, float], ...]:

@@ -173,7 +173,8 @@ class QueuefkaBackend(Backend):
                default_text="1"),
         Option("session_timeout", "seconds before uncommitted fetched records are handed out again",
                "a number of seconds > 0", number(0.0), default_text="10"),
-        Option("prefetch", "records a client fetches per request", "a whole number >= 1", whole(1), 100),
+        Option("prefetch", "records a client fetches per request", "a whole number >= 1", whole(1), 100,
+               per_consumer=(1, 3, 10, 100)),
     )
 
     def __init__(self, world, options=None):
@@ -184,7 +185,6 @@ class QueuefkaBackend(Backend):
         # session has been idle this long (a close seen hands them back at once).
         self.recovery_s = self.config.session_timeout + 1.0
         self.timeout = self.options["timeout"]
-        self.prefetch = self.options["prefetch"]
 
     @property
     def server_nodes(self) -> list[str]:
@@ -206,4 +206,4 @@ class QueuefkaBackend(Backend):
         return flags + (["--retention", repr(c.retention_age)] if c.retention_age is not None else [])
 
     def client(self, rt: Runtime, reliable: bool) -> QueueClient:
-        return QueuefkaClient(rt, rt.net.connect(SERVER, "http"), reliable, self.timeout, self.prefetch)
+        return QueuefkaClient(rt, rt.net.connect(SERVER, "http"), reliable, self.timeout, self.options["prefetch"])
