@@ -148,7 +148,17 @@ class _Connection:
 
     @property
     def alive(self) -> bool:
-        return not self.reader_task.done()
+        # a reset peer closes the transport before the reader task has seen it end
+        return not self.reader_task.done() and not self.writer.is_closing()
+
+    def write(self, frame: bytes, peer: str) -> None:
+        """Send ``frame``; ``Unreachable`` if the connection closed under it — it was not sent
+        (uvloop raises a RuntimeError for a closed transport, which the Runtime port must not
+        let through: a handler that met it answered "internal error")."""
+        try:
+            self.writer.write(frame)
+        except (RuntimeError, ConnectionError) as e:
+            raise Unreachable(f"the connection to {peer!r} closed before the request was sent: {e}") from None
 
     def close(self) -> None:
         self.reader_task.cancel()
@@ -275,7 +285,7 @@ class LiveNet:
         conn.pending[request_id] = future
         expiry = loop.call_later(timeout, _expire, future, peer, timeout)
         try:
-            conn.writer.write(encode_frame("call", request_id, self.node, message))
+            conn.write(encode_frame("call", request_id, self.node, message), peer)
             status, payload = await future
         finally:
             expiry.cancel()
@@ -292,7 +302,7 @@ class LiveNet:
         async def deliver() -> None:
             try:
                 conn = await self._connection(peer)
-                conn.writer.write(encode_frame("send", next(self._ids), self.node, message))
+                conn.write(encode_frame("send", next(self._ids), self.node, message), peer)
             except (Unreachable, ConnectionError) as e:
                 log.debug("%s: send to %s dropped: %s", self.node, peer, e)
 
